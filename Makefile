@@ -1,0 +1,37 @@
+# ClusterTwin: `make run` sets up a fresh machine and serves; `make test` runs everything.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export CLUSTERTWIN_DEMO_PASSWORD ?= clustertwin
+
+.PHONY: run test lint venv bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py build_cluster --preset dev-small --if-empty
+	$(BIN)/python manage.py seed_demo
+	@echo "Demo logins: admin / staff / operator, password '$(CLUSTERTWIN_DEMO_PASSWORD)'"
+	@echo "Serving on http://127.0.0.1:8000"
+	$(BIN)/daphne -b 127.0.0.1 -p 8000 twin.asgi:application
+
+lint: venv
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	$(BIN)/python bench/build_cluster.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 staticfiles

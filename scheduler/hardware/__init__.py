@@ -1,0 +1,1 @@
+"""Physical layer: accelerator catalog and cluster shapes."""

@@ -1,0 +1,105 @@
+"""Named cluster presets: what ``build_cluster --preset NAME`` builds.
+
+Sources for the shapes (see ``../shared/reference/figures.md``):
+
+* ``superpod-h100``: NVIDIA DGX SuperPOD H100 reference architecture (RA-11333-001), 4 scalable
+  units of 32 slots with one slot per SU given to UFM, 127 DGX nodes, rail-optimised NDR fabric,
+  storage sized to the RA's "Better" column (160 / 80 GB/s read/write for 4 SU).
+* ``llama3-16k``: "The Llama 3 Herd of Models" (Meta, 2024): 16,384 H100 GPUs on 2,048 nodes, on
+  Meta's RoCE cluster (SIGCOMM 2024) of 3,072-GPU pods, 16 GPUs per rack, 1:7 oversubscription
+  above the pods; Tectonic storage of 240 PB at 2 TB/s sustained (7 TB/s peak).
+* ``hyperscale-100k``: compute islands of the same kind, sized past 100,000 GPUs; storage at the
+  vendors' rule of thumb of 1 GB/s read per GPU, half that for writes (the RA's 2:1 ratio).
+Cloud prices are assumptions (editable in the admin), not quotes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.hardware.cluster import (
+    CloudPoolSpec,
+    ClusterPlan,
+    NodeGroup,
+    NodeShape,
+    StorageSpec,
+    plan_cluster,
+)
+
+NVME_READ_GB_S = 25.0   # per node: 8 Gen4 U.2 drives, assumed (typical datasheet class)
+NVME_WRITE_GB_S = 12.0
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    groups: tuple[NodeGroup, ...]
+    fabric_kind: str
+    fabric_kw: dict = field(default_factory=dict)
+    central_read_gb_s: float = 0.0
+    central_write_gb_s: float = 0.0
+    central_capacity_tb: float = 0.0
+    gpudirect: bool = True
+    cloud_pools: tuple[CloudPoolSpec, ...] = ()
+
+    def plan(self, name: str | None = None) -> ClusterPlan:
+        nodes = sum(g.nodes for g in self.groups)
+        nvme_tb = sum(g.nodes * g.shape.nvme_tb for g in self.groups)
+        storage = (
+            StorageSpec("central-pfs", "central", self.central_capacity_tb,
+                        self.central_read_gb_s, self.central_write_gb_s, self.gpudirect),
+            StorageSpec("node-nvme", "nvme", nvme_tb, nodes * NVME_READ_GB_S,
+                        nodes * NVME_WRITE_GB_S, False),
+        )
+        return plan_cluster(name or self.name, self.groups, fabric_kind=self.fabric_kind,
+                            fabric_kw=self.fabric_kw, storage=storage,
+                            cloud_pools=self.cloud_pools, preset=self.name)
+
+
+_GB200_TRAY = NodeShape(cpu_cores=144, ram_gb=960.0, nic_gbps=800.0, nvme_tb=15.36)
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    Preset(
+        "dev-small", "512 H100 GPUs in 2 rail-optimised SUs: keeps the dashboard lively",
+        (NodeGroup("H100-SXM", 64, spares=2),), "rail",
+        central_read_gb_s=80.0, central_write_gb_s=40.0, central_capacity_tb=2000.0,
+        cloud_pools=(CloudPoolSpec("aws", "us-east-1", "H100-SXM", 256, 4.0, 900),),
+    ),
+    Preset(
+        "superpod-h100", "DGX SuperPOD H100: 4 SUs, 127 nodes, rail-optimised NDR",
+        (NodeGroup("H100-SXM", 127),), "rail", {"nodes_per_su": 32},
+        central_read_gb_s=160.0, central_write_gb_s=80.0, central_capacity_tb=5000.0,
+    ),
+    Preset(
+        "llama3-16k", "Llama 3 405B pre-training: 2,048 H100 nodes plus 64 hot spares",
+        (NodeGroup("H100-SXM", 2112, spares=64, nodes_per_rack=2),), "island",
+        {"island_endpoints": 3072, "oversubscription": 7.0},
+        central_read_gb_s=2000.0, central_write_gb_s=2000.0, central_capacity_tb=240_000.0,
+    ),
+    Preset(
+        "hyperscale-100k", "101,120 GPUs (H100, H200, GB200 NVL72) in compute islands",
+        (NodeGroup("H100-SXM", 8192, spares=82, nodes_per_rack=2),
+         NodeGroup("H200-SXM", 3584, spares=36, nodes_per_rack=2),
+         NodeGroup("GB200", 1728, spares=18, shape=_GB200_TRAY, nodes_per_rack=18)),
+        "island", {"island_endpoints": 8192, "oversubscription": 7.0},
+        central_read_gb_s=101_120.0, central_write_gb_s=50_560.0,
+        central_capacity_tb=1_000_000.0,
+        cloud_pools=(CloudPoolSpec("azure", "eastus", "H100-SXM", 4096, 4.0, 1200),
+                     CloudPoolSpec("gcp", "us-central1", "H200-SXM", 2048, 5.0, 1200)),
+    ),
+    Preset(
+        "mixed-vendor", "H100, MI300X and Ascend 910B nodes on one fat-tree, plus a cloud pool",
+        (NodeGroup("H100-SXM", 64), NodeGroup("MI300X", 64), NodeGroup("Ascend910B", 32)),
+        "fat-tree", {"radix": 32},
+        central_read_gb_s=160.0, central_write_gb_s=80.0, central_capacity_tb=5000.0,
+        cloud_pools=(CloudPoolSpec("aws", "us-west-2", "H100-SXM", 512, 4.0, 900),),
+    ),
+)}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise KeyError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None

@@ -1,0 +1,1 @@
+"""ClusterTwin's Django project and app: inventory, admin, services, views, commands."""

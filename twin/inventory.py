@@ -1,0 +1,201 @@
+"""The one adapter between the ORM inventory and the core's columnar ``ClusterPlan``.
+
+``cluster_plan_write`` turns a plan into rows with bulk inserts (one transaction: a crash
+leaves the database as it was); ``cluster_arrays_read`` turns rows back into the arrays the
+engine uses, keyed by the same integer ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+from django.db import transaction
+
+from scheduler.fabric.topology import TIERS
+from scheduler.hardware.catalog import CATALOG
+from scheduler.hardware.cluster import ClusterPlan
+from twin import models as m
+
+BATCH = 5000
+Progress = Callable[[str, int], None]
+
+
+def _noop(stage: str, n: int) -> None:
+    return None
+
+
+def accelerator_models_sync() -> dict[str, m.AcceleratorModel]:
+    """Make sure every catalog model has a row; rows edited in the admin are kept."""
+    existing = {a.name: a for a in m.AcceleratorModel.objects.all()}
+    missing = [
+        m.AcceleratorModel(
+            name=a.name, vendor=a.vendor, bf16_tflops=a.bf16_tflops, hbm_gb=a.hbm_gb,
+            hbm_tb_s=a.hbm_tb_s, scaleup_gb_s=a.scaleup_gb_s, scaleup_domain=a.scaleup_domain,
+            tdp_w=a.tdp_w, per_node=a.per_node, unconfirmed=", ".join(a.unconfirmed),
+            source=a.source)
+        for name, a in CATALOG.items() if name not in existing
+    ]
+    m.AcceleratorModel.objects.bulk_create(missing)
+    return {a.name: a for a in m.AcceleratorModel.objects.all()}
+
+
+def _bulk(model, rows: Iterable, stage: str, progress: Progress) -> list:
+    rows = list(rows)
+    for start in range(0, len(rows), BATCH):
+        chunk = rows[start:start + BATCH]
+        model.objects.bulk_create(chunk, batch_size=BATCH)
+        progress(stage, len(chunk))
+    return rows
+
+
+def _ids(model, **filters) -> np.ndarray:
+    return np.fromiter(model.objects.filter(**filters).order_by("id").values_list("id", flat=True),
+                       dtype=np.int64)
+
+
+def plan_row_count(plan: ClusterPlan) -> int:
+    """Rows ``cluster_plan_write`` inserts (for a progress bar's total)."""
+    return (plan.n_racks * 2 + plan.n_nodes + plan.n_gpus + plan.fabric.n_switches()
+            + plan.cabled_links())
+
+
+@transaction.atomic
+def cluster_plan_write(plan: ClusterPlan, *, replace: bool = False,
+                       progress: Progress = _noop) -> m.Cluster:
+    """Write a plan as a new cluster; refuse an existing name unless ``replace``."""
+    existing = m.Cluster.objects.filter(name=plan.name)
+    if existing.exists():
+        if not replace:
+            raise ValueError(f"cluster {plan.name!r} already exists; pass --replace to rebuild it")
+        cluster_delete(cluster=existing.get())
+    models = accelerator_models_sync()
+    cluster = m.Cluster.objects.create(
+        name=plan.name, preset=plan.preset, fabric_kind=plan.fabric.kind,
+        fabric_params=plan.fabric.params, summary=plan.summary())
+    site = m.Site.objects.create(cluster=cluster, name=f"{plan.name}-site")
+    halls = _bulk(m.DataHall, (m.DataHall(site=site, name=f"hall-{h}")
+                               for h in range(plan.n_halls)), "halls", progress)
+    hall_ids = [h.pk for h in halls]
+
+    feeds = _bulk(m.PowerFeed, (
+        m.PowerFeed(hall_id=hall_ids[plan.rack_hall[r]], name=f"{plan.name}-pdu-{r:05d}",
+                    capacity_kw=float(plan.rack_power_kw[r]))
+        for r in range(plan.n_racks)), "power feeds", progress)
+    rows = sorted({(int(plan.rack_hall[r]), int(plan.rack_row[r])) for r in range(plan.n_racks)})
+    row_load = {}
+    for r in range(plan.n_racks):
+        key = (int(plan.rack_hall[r]), int(plan.rack_row[r]))
+        row_load[key] = row_load.get(key, 0.0) + float(plan.rack_power_kw[r])
+    loops = _bulk(m.CoolingLoop, (
+        m.CoolingLoop(hall_id=hall_ids[h], name=f"{plan.name}-cdu-h{h}-r{row:02d}",
+                      kind="liquid", capacity_kw=row_load[(h, row)])
+        for h, row in rows), "cooling loops", progress)
+    loop_of = {key: loop.pk for key, loop in zip(rows, loops, strict=True)}
+    racks = _bulk(m.Rack, (
+        m.Rack(hall_id=hall_ids[plan.rack_hall[r]], name=f"{plan.name}-rack-{r:05d}",
+               row=int(plan.rack_row[r]), column=int(plan.rack_col[r]),
+               power_capacity_kw=float(plan.rack_power_kw[r]),
+               cooling_capacity_kw=float(plan.rack_power_kw[r]),
+               power_feed_id=feeds[r].pk,
+               cooling_loop_id=loop_of[(int(plan.rack_hall[r]), int(plan.rack_row[r]))])
+        for r in range(plan.n_racks)), "racks", progress)
+    rack_ids = np.array([r.pk for r in racks], dtype=np.int64)
+
+    model_ids = [models[a.name].pk for a in plan.models]
+    shapes = plan.node_shape
+    node_rows = []
+    for n in range(plan.n_nodes):
+        k = int(plan.node_model[n])
+        shape = shapes[k]
+        node_rows.append(m.Node(
+            rack_id=int(rack_ids[plan.node_rack[n]]), slot=int(plan.node_slot[n]),
+            hostname=f"{plan.name}-n{n:06d}", accelerator_model_id=model_ids[k],
+            accelerator_count=int(plan.node_gpus[n]), cpu_cores=shape.cpu_cores,
+            ram_gb=shape.ram_gb, nic_count=int(plan.node_gpus[n]), nic_gbps=shape.nic_gbps,
+            nvme_tb=shape.nvme_tb, nvlink_domain=int(plan.node_nvlink_domain[n]),
+            is_spare=bool(plan.node_spare[n])))
+    nodes = _bulk(m.Node, node_rows, "nodes", progress)
+    node_ids = np.array([x.pk for x in nodes], dtype=np.int64)
+
+    gpu_node = plan.gpu_node()
+    gpu_index = np.arange(plan.n_gpus) - plan.node_first_gpu[gpu_node]
+    model_names = [plan.models[int(k)].name for k in plan.node_model]
+    _bulk(m.Accelerator, (
+        m.Accelerator(node_id=int(node_ids[gpu_node[g]]), index=int(gpu_index[g]),
+                      serial=f"{model_names[gpu_node[g]]}-{plan.name}-{g:06d}")
+        for g in range(plan.n_gpus)), "accelerators", progress)
+
+    fab = plan.fabric
+    switches = _bulk(m.Switch, (
+        m.Switch(cluster=cluster, name=f"{TIERS[fab.switch_tier[s]]}-{s:05d}", index=s,
+                 tier=TIERS[fab.switch_tier[s]], radix=fab.radix, port_gbps=fab.port_gbps,
+                 rail=None if fab.switch_rail[s] < 0 else int(fab.switch_rail[s]),
+                 pod=None if fab.switch_pod[s] < 0 else int(fab.switch_pod[s]))
+        for s in range(fab.n_switches())), "switches", progress)
+    switch_ids = np.array([s.pk for s in switches], dtype=np.int64)
+    xcvr = f"{int(fab.port_gbps)}G optical"
+    _bulk(m.Link, (
+        m.Link(cluster=cluster, switch_id=int(switch_ids[fab.link_b[i]]),
+               peer_switch_id=int(switch_ids[fab.link_a[i]]), speed_gbps=fab.port_gbps,
+               transceiver_model=xcvr)
+        for i in range(fab.link_a.size)), "switch links", progress)
+    nic = f"{int(plan.node_shape[0].nic_gbps)}G optical"
+    _bulk(m.Link, (
+        m.Link(cluster=cluster, switch_id=int(switch_ids[fab.endpoint_leaf[g]]),
+               node_id=int(node_ids[gpu_node[g]]), node_port=int(gpu_index[g]),
+               speed_gbps=float(plan.node_shape[plan.node_model[gpu_node[g]]].nic_gbps),
+               transceiver_model=nic)
+        for g in range(plan.n_gpus)), "NIC links", progress)
+
+    m.StorageSystem.objects.bulk_create(
+        m.StorageSystem(cluster=cluster, name=s.name, tier=s.tier, capacity_tb=s.capacity_tb,
+                        read_gb_s=s.read_gb_s, write_gb_s=s.write_gb_s, gpudirect=s.gpudirect)
+        for s in plan.storage)
+    m.CloudPool.objects.bulk_create(
+        m.CloudPool(cluster=cluster, provider=c.provider, region=c.region,
+                    accelerator_model=models[c.model], max_gpus=c.max_gpus,
+                    price_per_gpu_hour=c.price_per_gpu_hour,
+                    provisioning_delay_s=c.provisioning_delay_s)
+        for c in plan.cloud_pools)
+    return cluster
+
+
+def cluster_delete(*, cluster: m.Cluster) -> None:
+    """Delete a cluster and everything in it, table by table (no per-row cascades)."""
+    m.Link.objects.filter(cluster=cluster)._raw_delete(m.Link.objects.db)
+    halls = m.DataHall.objects.filter(site__cluster=cluster)
+    nodes = m.Node.objects.filter(rack__hall__in=halls)
+    m.Accelerator.objects.filter(node__in=nodes)._raw_delete(m.Accelerator.objects.db)
+    nodes._raw_delete(m.Node.objects.db)
+    m.Switch.objects.filter(cluster=cluster)._raw_delete(m.Switch.objects.db)
+    m.Rack.objects.filter(hall__in=halls)._raw_delete(m.Rack.objects.db)
+    cluster.delete()
+
+
+def cluster_arrays_read(*, cluster: m.Cluster) -> dict[str, np.ndarray]:
+    """Per-node and per-GPU state of a cluster as arrays, in database id order.
+
+    Returns ``node_id``, ``node_gpus``, ``node_status`` (0 ready, 1 drained, 2 failed),
+    ``node_spare``, ``node_rack`` (rack position), ``gpu_node`` (node position) and
+    ``gpu_ok`` (bool).
+    """
+    statuses = {s: i for i, s in enumerate(m.NodeStatus.values)}
+    node_rows = list(m.Node.objects.filter(rack__hall__site__cluster=cluster)
+                     .order_by("id").values_list("id", "accelerator_count", "status",
+                                                 "is_spare", "rack_id"))
+    node_id = np.array([r[0] for r in node_rows], dtype=np.int64)
+    rack_ids = np.array([r[4] for r in node_rows], dtype=np.int64)
+    _, rack_pos = np.unique(rack_ids, return_inverse=True)
+    gpu_rows = list(m.Accelerator.objects.filter(node__rack__hall__site__cluster=cluster)
+                    .order_by("node_id", "index").values_list("node_id", "status"))
+    gpu_node_db = np.array([r[0] for r in gpu_rows], dtype=np.int64)
+    return {
+        "node_id": node_id,
+        "node_gpus": np.array([r[1] for r in node_rows], dtype=np.int16),
+        "node_status": np.array([statuses[r[2]] for r in node_rows], dtype=np.int8),
+        "node_spare": np.array([r[3] for r in node_rows], dtype=bool),
+        "node_rack": rack_pos.astype(np.int32),
+        "gpu_node": np.searchsorted(node_id, gpu_node_db).astype(np.int32),
+        "gpu_ok": np.array([r[1] == m.AcceleratorStatus.OK for r in gpu_rows], dtype=bool),
+    }

@@ -1,0 +1,3 @@
+"""WebSocket routes. The live dashboard issue adds ``/ws/twin/`` here."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,42 @@
+"""Reads of the inventory for views and commands."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Sum
+
+from twin import models as m
+
+
+def cluster_current() -> m.Cluster | None:
+    """The most recently built cluster (the one the twin shows)."""
+    return m.Cluster.objects.order_by("-created_at", "-id").first()
+
+
+def inventory_summary(*, cluster: m.Cluster) -> dict:
+    """Counts for the home page, computed by the database (a handful of queries)."""
+    nodes = m.Node.objects.filter(rack__hall__site__cluster=cluster)
+    by_status = dict(nodes.values_list("status").annotate(n=Count("id")).order_by())
+    by_model = list(nodes.values("accelerator_model__name", "accelerator_model__vendor")
+                    .annotate(nodes=Count("id"), gpus=Sum("accelerator_count"))
+                    .order_by("accelerator_model__name"))
+    switches = dict(m.Switch.objects.filter(cluster=cluster).values_list("tier")
+                    .annotate(n=Count("id")).order_by())
+    links = dict(m.Link.objects.filter(cluster=cluster).values_list("status")
+                 .annotate(n=Count("id")).order_by())
+    failed_gpus = m.Accelerator.objects.filter(
+        node__rack__hall__site__cluster=cluster, status=m.AcceleratorStatus.FAILED).count()
+    return {
+        "cluster": cluster,
+        "by_model": by_model,
+        "gpus": sum(r["gpus"] or 0 for r in by_model),
+        "nodes": sum(by_status.values()),
+        "nodes_by_status": {s: by_status.get(s, 0) for s in m.NodeStatus.values},
+        "failed_gpus": failed_gpus,
+        "racks": m.Rack.objects.filter(hall__site__cluster=cluster).count(),
+        "switches": {t: switches.get(t, 0) for t in m.SwitchTier.values},
+        "links": links,
+        "storage": list(m.StorageSystem.objects.filter(cluster=cluster).order_by("tier")),
+        "cloud_pools": list(m.CloudPool.objects.filter(cluster=cluster)
+                            .select_related("accelerator_model")),
+        "it_power_kw": cluster.summary.get("it_power_kw"),
+    }
