@@ -29,6 +29,10 @@ lint: venv
 
 test: lint
 	$(BIN)/python -m pytest -q
+	@if [ -n "$$CLUSTERTWIN_TEST_DATABASE_URL" ]; then \
+	  echo "PostgreSQL module against $$CLUSTERTWIN_TEST_DATABASE_URL"; \
+	  DATABASE_URL="$$CLUSTERTWIN_TEST_DATABASE_URL" $(BIN)/python -m pytest -q tests/web/test_postgres.py; \
+	fi
 
 bench: venv
 	$(BIN)/python bench/build_cluster.py

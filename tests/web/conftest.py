@@ -1,0 +1,34 @@
+import pytest
+from django.core.management import call_command
+
+from twin.inventory import cluster_plan_write
+from twin.services import demo_accounts_seed
+
+PASSWORD = "demo-pass-123"
+
+
+@pytest.fixture
+def demo_users(db):
+    demo_accounts_seed(password=PASSWORD)
+    from django.contrib.auth import get_user_model
+    return {u.username: u for u in get_user_model().objects.all()}
+
+
+@pytest.fixture
+def small_cluster(db, small_plan):
+    return cluster_plan_write(small_plan)
+
+
+@pytest.fixture
+def login(client, demo_users):
+    def as_user(username):
+        client.force_login(demo_users[username])
+        return client
+    return as_user
+
+
+@pytest.fixture
+def build(db):
+    def run(*args):
+        call_command("build_cluster", *args)
+    return run
