@@ -74,7 +74,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         "llama3-16k", "Llama 3 405B pre-training: 2,048 H100 nodes plus 64 hot spares",
         (NodeGroup("H100-SXM", 2112, spares=64, nodes_per_rack=2),), "island",
-        {"island_endpoints": 3072, "oversubscription": 7.0},
+        {"oversubscription": 7.0},
         central_read_gb_s=2000.0, central_write_gb_s=2000.0, central_capacity_tb=240_000.0,
     ),
     Preset(
@@ -82,7 +82,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         (NodeGroup("H100-SXM", 8192, spares=82, nodes_per_rack=2),
          NodeGroup("H200-SXM", 3584, spares=36, nodes_per_rack=2),
          NodeGroup("GB200", 1728, spares=18, shape=_GB200_TRAY, nodes_per_rack=18)),
-        "island", {"island_endpoints": 8192, "oversubscription": 7.0},
+        "island", {"oversubscription": 7.0},
         central_read_gb_s=101_120.0, central_write_gb_s=50_560.0,
         central_capacity_tb=1_000_000.0,
         cloud_pools=(CloudPoolSpec("azure", "eastus", "H100-SXM", 4096, 4.0, 1200),

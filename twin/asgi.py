@@ -4,9 +4,9 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()

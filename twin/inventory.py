@@ -129,7 +129,7 @@ def cluster_plan_write(plan: ClusterPlan, *, replace: bool = False,
     fab = plan.fabric
     switches = _bulk(m.Switch, (
         m.Switch(cluster=cluster, name=f"{TIERS[fab.switch_tier[s]]}-{s:05d}", index=s,
-                 tier=TIERS[fab.switch_tier[s]], radix=int(fab.switch_radix[s]), port_gbps=fab.port_gbps,
+                 tier=TIERS[fab.switch_tier[s]], radix=fab.radix, port_gbps=fab.port_gbps,
                  rail=None if fab.switch_rail[s] < 0 else int(fab.switch_rail[s]),
                  pod=None if fab.switch_pod[s] < 0 else int(fab.switch_pod[s]))
         for s in range(fab.n_switches())), "switches", progress)

@@ -43,7 +43,7 @@ def test_dgx_h100_power_matches_the_published_10_2_kw():
 
 def test_nvl72_trays_share_one_nvlink_domain_per_rack():
     plan = plan_cluster("nvl", (NodeGroup("GB200", 36, nodes_per_rack=18),),
-                        fabric_kind="fat-tree", fabric_kw={"radix": 8})
+                        fabric_kind="fat-tree", fabric_kw={"radix": 16})
     assert plan.n_racks == 2
     assert len(set(plan.node_nvlink_domain)) == 2
     assert (plan.node_nvlink_domain == plan.node_rack).all()

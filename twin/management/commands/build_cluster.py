@@ -21,12 +21,13 @@ FABRICS = ("fat-tree", "dragonfly+", "rail")
 def _positive_int(flag: str, raw: str | None) -> int | None:
     if raw is None:
         return None
+    message = f"{flag} must be a positive integer, not {raw!r}"
     try:
         value = int(raw)
     except ValueError:
-        raise CommandError(f"{flag} must be a positive integer, not {raw!r}", returncode=2) from None
+        raise CommandError(message, returncode=2) from None
     if value <= 0:
-        raise CommandError(f"{flag} must be a positive integer, not {raw!r}", returncode=2)
+        raise CommandError(message, returncode=2)
     return value
 
 
