@@ -34,8 +34,6 @@ def test_unpublished_figures_are_marked_and_known_fields():
     fields = set(catalog.Accelerator.__dataclass_fields__)
     for model in catalog.CATALOG.values():
         assert set(model.unconfirmed) <= fields
-        for name in model.unconfirmed:
-            assert name in fields
 
 
 def test_requirement_matching_selects_by_memory_and_vendor():
