@@ -35,7 +35,7 @@ test: lint
 	fi
 
 bench: venv
-	$(BIN)/python bench/build_cluster.py
+	$(BIN)/python -m bench.build_cluster
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

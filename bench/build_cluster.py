@@ -1,6 +1,6 @@
 """Benchmark the cluster generator: hyperscale-100k dry run, SQLite build, admin page time.
 
-Run: .venv/bin/python bench/build_cluster.py [--preset hyperscale-100k] [--skip-db]
+Run: .venv/bin/python -m bench.build_cluster [--preset hyperscale-100k] [--skip-db]
 Prints wall-clock figures; writes into a throw-away SQLite database under bench/out/.
 """
 
@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script from bench/
 
 
 def timed(cmd, env):

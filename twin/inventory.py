@@ -49,11 +49,6 @@ def _bulk(model, rows: Iterable, stage: str, progress: Progress) -> list:
     return rows
 
 
-def _ids(model, **filters) -> np.ndarray:
-    return np.fromiter(model.objects.filter(**filters).order_by("id").values_list("id", flat=True),
-                       dtype=np.int64)
-
-
 def plan_row_count(plan: ClusterPlan) -> int:
     """Rows ``cluster_plan_write`` inserts (for a progress bar's total)."""
     return (plan.n_racks * 2 + plan.n_nodes + plan.n_gpus + plan.fabric.n_switches()
