@@ -1,0 +1,101 @@
+"""Commands the engine accepts while it runs (what-if changes and operator actions).
+
+Each command validates its parameters before it changes anything and returns a JSON-safe
+result; a bad parameter raises ``ValueError`` with a message meant for the person who sent it.
+The failure engine adds drills to this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from scheduler.engine import ARRIVE
+from scheduler.placement import Placer
+from scheduler.policies import get_policy
+from scheduler.workload.jobs import TrainingJob
+
+
+def _node(engine, node) -> int:
+    if isinstance(node, bool) or not isinstance(node, (int, np.integer)):
+        raise ValueError(f"node must be an integer id, not {node!r}")
+    if not 0 <= node < engine.state.plan.n_nodes:
+        raise ValueError(f"node {node} does not exist (0 .. {engine.state.plan.n_nodes - 1})")
+    return int(node)
+
+
+def _factor(value, name="factor") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def drain_node(engine, *, node) -> dict:
+    """Stop placing on a node; gangs on it run to completion."""
+    n = _node(engine, node)
+    engine.state.set_node_flags([n], drained=True)
+    engine.changed()
+    engine.log("drain", f"node {n} drained")
+    return {"node": n, "drained": True}
+
+
+def undrain_node(engine, *, node) -> dict:
+    n = _node(engine, node)
+    engine.state.set_node_flags([n], drained=False)
+    engine.changed()
+    engine.log("drain", f"node {n} back in service")
+    return {"node": n, "drained": False}
+
+
+def set_policy(engine, *, name, placement=None) -> dict:
+    policy = get_policy(name, placement=placement)
+    engine.policy = policy
+    engine.placer = Placer(engine.state, policy.placement, engine.rng_placement)
+    engine.changed()
+    engine.log("policy", f"policy set to {policy.name} ({policy.placement} placement)")
+    return {"policy": policy.name, "placement": policy.placement}
+
+
+def inference_surge(engine, *, factor, duration_s, service=None) -> dict:
+    """Multiply inference demand by ``factor`` for ``duration_s`` seconds."""
+    f = _factor(factor)
+    d = _factor(duration_s, "duration_s")
+    fleet = engine.fleet
+    if service is None:
+        targets = fleet.services
+    else:
+        named = [s for s in fleet.services if s.spec.name == service]
+        if not named:
+            raise ValueError(f"no inference service named {service!r}")
+        targets = named
+    for s in targets:
+        s.surge, s.surge_until = f, engine.now + d
+    engine.log("surge", f"inference demand x{f:g} for {d / 3600:.1f} h on "
+                        f"{len(targets)} service(s)")
+    return {"services": [s.spec.name for s in targets], "factor": f, "until": engine.now + d}
+
+
+def submit_job(engine, *, job) -> dict:
+    if not isinstance(job, TrainingJob):
+        raise ValueError("submit_job needs a TrainingJob")
+    job = replace(job, job_id=len(engine.runs), submit_s=max(engine.now, job.submit_s))
+    run = engine._admit(len(engine.runs), job)
+    engine.runs.append(run)
+    engine._push(job.submit_s, ARRIVE, run.idx)
+    return {"job_id": job.job_id, "accepted": run.state != "rejected"}
+
+
+COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, set_policy, inference_surge,
+                                     submit_job)}
+
+
+def apply_command(engine, kind: str, **params) -> dict:
+    try:
+        handler = COMMANDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown command {kind!r}; known: {', '.join(COMMANDS)}") from None
+    try:
+        return handler(engine, **params)
+    except TypeError as exc:
+        raise ValueError(f"bad parameters for {kind}: {exc}") from None

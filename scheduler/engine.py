@@ -1,0 +1,455 @@
+"""The event engine: one seeded object owns the clock, the event heap, the RNG and the state.
+
+Events are ordered by ``(time, kind priority, sequence)``; every random draw comes from child
+generators of one ``SeedSequence``, so the same plan, workload and seed give the same books.
+After the events of one instant are handled, one scheduling pass runs if anything changed.
+The engine never sleeps or reads a clock for simulated time: ``twin/`` paces it live.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+
+import numpy as np
+
+from scheduler import checkpoint
+from scheduler.cloud import CloudPools
+from scheduler.hardware.cluster import ClusterPlan
+from scheduler.inference import InferenceFleet
+from scheduler.job_run import (
+    CLOUD,
+    DONE,
+    DRAINING,
+    PENDING,
+    QUEUED,
+    REJECTED,
+    RUNNING,
+    JobRun,
+    segment_length,
+)
+from scheduler.ledger import Ledger
+from scheduler.placement import Placer, Request
+from scheduler.policies import get_policy
+from scheduler.scheduling import SchedulingPass, TenantBook
+from scheduler.state import ClusterState
+from scheduler.workload.jobs import AFFINITIES, TrainingJob, Workload
+
+# event kinds, in the order they are handled within one instant: capacity is freed first
+FINISH, DRAIN_DONE, CLOUD_DONE, DEMAND, ARRIVE, BURST_CHECK = range(6)
+KIND_NAMES = ("finish", "drain_done", "cloud_done", "demand", "arrive", "burst_check")
+MIN_AGE_BEFORE_PREEMPT_S = 600.0
+"""A gang that started less than this ago is not preempted (avoids thrashing)."""
+
+
+class Engine:
+    """A cluster run forward in simulated time.
+
+    Parameters
+    ----------
+    plan : ClusterPlan
+        The inventory.
+    workload : Workload
+        Jobs, inference services and tenants.
+    seed : int
+        Seeds every random stream.
+    policy : str
+        A registered policy name (see :mod:`scheduler.policies`).
+    placement : str, optional
+        Override the policy's placement strategy (``topology``, ``first-fit``, ``random``).
+    demand_step_s : float
+        How often inference demand is re-evaluated, s.
+    """
+
+    def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
+                 policy: str = "default", placement: str | None = None,
+                 demand_step_s: float = 900.0):
+        self.plan = plan
+        self.workload = workload
+        self.seed = int(seed)
+        streams = np.random.SeedSequence(self.seed).spawn(3)
+        self.rng_placement = np.random.default_rng(streams[0])
+        self.rng_inference = np.random.default_rng(streams[1])
+        self.rng_failures = np.random.default_rng(streams[2])
+        self.state = ClusterState(plan)
+        self.policy = get_policy(policy, placement=placement)
+        self.placer = Placer(self.state, self.policy.placement, self.rng_placement)
+        self.peak = np.array([m.bf16_tflops * 1e12 for m in plan.models])
+        self.ledger = Ledger(self.peak)
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = 0
+        self.events = deque(maxlen=2000)
+        self.counters = {"placement_decisions": 0, "placements": 0, "preemptions": 0,
+                         "backfilled": 0, "passes": 0, "scheduler_wall_s": 0.0}
+        self._cap_cache: dict = {}
+        self.tenants = TenantBook(self.state, workload)
+        central = [s for s in plan.storage if s.tier == "central"]
+        self.central_write_gb_s = central[0].write_gb_s if central else 0.0
+        self.central_read_gb_s = central[0].read_gb_s if central else 0.0
+
+        self.runs = [self._admit(i, job) for i, job in enumerate(workload.jobs)]
+        self.queue: dict[int, JobRun] = {}
+        self.running: dict[int, JobRun] = {}
+        self.frag_models = np.zeros(self.state.n_models, dtype=bool)
+        self.infer_by_model = np.zeros(self.state.n_models, dtype=np.int64)
+        self._counts: np.ndarray | None = None
+        self._dirty = False
+        self.lend_loss_gpu_s = 0.0
+        self.cloud = CloudPools(plan.cloud_pools)
+        self.fleet = InferenceFleet(self, workload.services, demand_step_s)
+        for run in self.runs:
+            self._push(run.spec.submit_s, ARRIVE, run.idx)
+        self.fleet.start()
+
+    # ----------------------------------------------------------------- stepping API
+    def peek(self) -> float | None:
+        """Time of the next event, or ``None`` when none is left."""
+        return self._heap[0][0] if self._heap else None
+
+    def step(self) -> bool:
+        """Handle every event of the next instant, then schedule; ``False`` if none is left."""
+        if not self._heap:
+            return False
+        t = self._heap[0][0]
+        self._advance(t)
+        while self._heap and self._heap[0][0] == t:
+            _, kind, _, a, b = heapq.heappop(self._heap)
+            self._dispatch(kind, a, b)
+        if self._dirty:
+            self._schedule()
+        return True
+
+    def run_until(self, t_end: float, progress=None) -> None:
+        """Step until simulated time ``t_end`` (s); ``progress(now)`` is called now and then."""
+        last = time.perf_counter()
+        while self._heap and self._heap[0][0] <= t_end:
+            self.step()
+            if progress is not None and time.perf_counter() - last > 0.2:
+                progress(self.now)
+                last = time.perf_counter()
+        self._advance(t_end)
+        if progress is not None:
+            progress(self.now)
+
+    def command(self, kind: str, **params) -> dict:
+        """Apply a what-if or operator command now; bad parameters raise ``ValueError``."""
+        from scheduler.commands import apply_command
+        result = apply_command(self, kind, **params)
+        if self._dirty:
+            self._schedule()
+        return result
+
+    def snapshot(self) -> dict:
+        """JSON-safe view of the state now (books of open segments included)."""
+        from scheduler.report import snapshot
+        return snapshot(self)
+
+    # ----------------------------------------------------------------- events
+    def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (float(t), kind, self._seq, a, b))
+
+    def _dispatch(self, kind: int, a: int, b: int) -> None:
+        if kind == FINISH:
+            run = self.runs[a]
+            if run.state == RUNNING and run.version == b:
+                self._finish(run)
+        elif kind == DRAIN_DONE:
+            run = self.runs[a]
+            if run.state == DRAINING and run.version == b:
+                self._drain_done(run)
+        elif kind == CLOUD_DONE:
+            self._cloud_done(self.runs[a])
+        elif kind == DEMAND:
+            self.fleet.on_demand(a)
+        elif kind == ARRIVE:
+            self._arrive(self.runs[a])
+        elif kind == BURST_CHECK:
+            self._burst_check(self.runs[a])
+
+    def log(self, kind: str, text: str, **extra) -> None:
+        self.events.append({"t": round(self.now, 3), "kind": kind, "text": text, **extra})
+
+    # ----------------------------------------------------------------- time integration
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt < 0:
+            raise ValueError(f"time cannot go back from {self.now} to {t}")
+        if dt > 0:
+            counts = self.free_counts()
+            free, spare, down = counts
+            frag = np.where(self.frag_models, free, 0)
+            self.ledger.book_counts("fragmented", frag, dt)
+            self.ledger.book_counts("idle", free - frag, dt)
+            self.ledger.book_counts("hot_spare", spare, dt)
+            self.ledger.book_counts("down_for_repair", down, dt)
+            self.ledger.book_counts("inference", self.infer_by_model, dt)
+            self.fleet.integrate(t)
+            self.now = t
+
+    def free_counts(self) -> np.ndarray:
+        """Free GPUs per model on schedulable, spare and unavailable nodes (3 x models)."""
+        if self._counts is None:
+            s = self.state
+            up = s.node_up & ~s.node_drained
+            w = s.node_free
+            self._counts = np.stack([
+                np.bincount(s.node_model, weights=w * s.schedulable(), minlength=s.n_models),
+                np.bincount(s.node_model, weights=w * (up & s.node_spare), minlength=s.n_models),
+                np.bincount(s.node_model, weights=w * ~up, minlength=s.n_models),
+            ]).astype(np.int64)
+        return self._counts
+
+    def changed(self) -> None:
+        """Capacity or the queue changed: recount and schedule at the end of this instant."""
+        self._counts = None
+        self._dirty = True
+
+    # ----------------------------------------------------------------- admission
+    def _admit(self, idx: int, job: TrainingJob) -> JobRun:
+        models = tuple(sorted((i for i, m in enumerate(self.plan.models)
+                               if job.requirement.accepts(m)),
+                              key=lambda i: (-self.plan.models[i].bf16_tflops, i)))
+        affinity = None
+        for level in AFFINITIES[AFFINITIES.index(job.affinity):]:
+            if any(self._capacity(level, m) >= job.gpus for m in models):
+                affinity = level
+                break
+        run = JobRun(idx, job, models, affinity or "any")
+        if affinity is None:
+            run.state = REJECTED
+        return run
+
+    def _capacity(self, level: str, model: int) -> int:
+        key = (level, model)
+        if key not in self._cap_cache:
+            s = self.state
+            mask = s.model_mask[model] & ~s.node_spare
+            if level == "any":
+                cap = int(s.node_gpus[mask].sum())
+            else:
+                per = np.bincount(s.domain[level][mask], weights=s.node_gpus[mask])
+                cap = int(per.max()) if per.size else 0
+            self._cap_cache[key] = cap
+        return self._cap_cache[key]
+
+    def request(self, run: JobRun) -> Request:
+        j = run.spec
+        return Request(gpus=j.gpus, models=run.models, affinity=run.affinity,
+                       cpu_per_gpu=j.cpu_per_gpu, ram_gb_per_gpu=j.ram_gb_per_gpu,
+                       nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+
+    def _arrive(self, run: JobRun) -> None:
+        if run.state == REJECTED:
+            self.log("reject", f"{run.spec.name}: no accelerator of this cluster can hold "
+                               f"{run.gpus} GPUs of {run.spec.requirement.describe()}")
+            return
+        run.state = QUEUED
+        run.queued_since = self.now
+        self.queue[run.idx] = run
+        if run.spec.burstable and self.cloud.accepts(run.spec):
+            self._push(self.now + run.spec.burst_after_s, BURST_CHECK, run.idx)
+        self._dirty = True
+
+    # ----------------------------------------------------------------- starting and stopping
+    def place(self, req: Request):
+        self.counters["placement_decisions"] += 1
+        return self.placer.place(req)
+
+    def start(self, run: JobRun, placement) -> None:
+        j = run.spec
+        run.gids = self.state.allocate(run.idx, placement, cpu_per_gpu=j.cpu_per_gpu,
+                                       ram_gb_per_gpu=j.ram_gb_per_gpu,
+                                       nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+        run.placement = placement
+        run.model = placement.model
+        run.rate = j.gpus * self.peak[run.model] * j.efficiency
+        write_bw = checkpoint.job_bandwidth_gb_s(
+            gpus=j.gpus, nodes=placement.nodes.size, tier_gb_s=self.central_write_gb_s,
+            cluster_gpus=self.state.n_gpus)
+        read_bw = checkpoint.job_bandwidth_gb_s(
+            gpus=j.gpus, nodes=placement.nodes.size, tier_gb_s=self.central_read_gb_s,
+            cluster_gpus=self.state.n_gpus)
+        run.write_s = checkpoint.write_seconds(j.checkpoint_gb, write_bw)
+        if run.first_start is None:
+            run.first_start = self.now
+            run.restart_s = 0.0
+        else:
+            run.restart_s = checkpoint.restart_seconds(j.checkpoint_gb, read_bw)
+            if run.lendings:
+                self.lend_loss_gpu_s += run.restart_s * j.gpus
+        run.wait_s += self.now - run.queued_since
+        run.borrowed = not self.tenants.within_quota(run)
+        run.seg_start = self.now
+        run.version += 1
+        run.state = RUNNING
+        run.expected_end = self.now + segment_length(run.need_s(), run.restart_s,
+                                                     run.interval_s, run.write_s)
+        self._push(run.expected_end, FINISH, run.idx, run.version)
+        self.queue.pop(run.idx, None)
+        self.running[run.idx] = run
+        self.tenants.add(run, +1)
+        self.counters["placements"] += 1
+        self._counts = None
+
+    def book_segment(self, ledger: Ledger, run: JobRun, t: float, how: str,
+                     lost_category: str = "preempted") -> float:
+        """Book ``run``'s open segment up to ``t`` into ``ledger``; return compute kept (s).
+
+        ``how``: ``finish``/``lend``/``end`` keep all compute, ``kill`` keeps what the last
+        checkpoint covers and books the rest to ``lost_category``.
+        """
+        g, m = run.gpus, run.model
+        if run.state == DRAINING:
+            ledger.book("checkpoint_stall", m, g * (t - run.seg_start))
+            return 0.0
+        b = run.books_at(t)
+        kept = b.saved_s if how == "kill" else b.computed_s
+        kept = min(kept, run.need_s())
+        ledger.book("productive", m, g * kept, achieved_flops=kept * run.rate)
+        ledger.book(lost_category, m, g * (b.computed_s - kept))
+        ledger.book("recovery", m, g * b.recovery_s)
+        ledger.book("checkpoint_stall", m, g * b.stall_s)
+        return kept
+
+    def _close(self, run: JobRun, how: str, lost_category: str = "preempted") -> None:
+        kept = self.book_segment(self.ledger, run, self.now, how, lost_category)
+        run.remaining_flops = max(0.0, run.remaining_flops - kept * run.rate)
+        run.kept_s += kept
+        run.version += 1
+
+    def release(self, run: JobRun) -> None:
+        j = run.spec
+        self.state.release(run.idx, run.gids, run.placement, cpu_per_gpu=j.cpu_per_gpu,
+                           ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+        self.running.pop(run.idx, None)
+        self.tenants.add(run, -1)
+        run.gids = np.zeros(0, dtype=np.int64)
+        self.changed()
+
+    def requeue(self, run: JobRun) -> None:
+        run.state = QUEUED
+        run.queued_since = self.now
+        self.queue[run.idx] = run
+        self._dirty = True
+
+    def _finish(self, run: JobRun) -> None:
+        self._close(run, "finish")
+        run.remaining_flops = 0.0
+        self.release(run)
+        run.state = DONE
+        run.end_s = self.now
+
+    def preempt(self, run: JobRun, *, reason: str, lost_category: str = "preempted") -> None:
+        """Stop a running gang at once; work since its last checkpoint is lost."""
+        self._close(run, "kill", lost_category)
+        self.release(run)
+        run.preemptions += 1
+        self.counters["preemptions"] += 1
+        self.log("preempt", f"{run.spec.name} ({run.gpus} GPUs) preempted: {reason}",
+                 job=run.spec.name)
+        self.requeue(run)
+
+    def lend(self, run: JobRun) -> float:
+        """Checkpoint ``run`` and hand its GPUs over when the write ends; return that time."""
+        self._close(run, "lend")
+        run.state = DRAINING
+        run.seg_start = self.now
+        run.lendings += 1
+        done = self.now + run.write_s
+        self._push(done, DRAIN_DONE, run.idx, run.version)
+        self.log("lend", f"{run.spec.name} ({run.gpus} GPUs) checkpoints and lends its GPUs "
+                         "to inference", job=run.spec.name)
+        return done
+
+    def _drain_done(self, run: JobRun) -> None:
+        stall = self.now - run.seg_start
+        self.ledger.book("checkpoint_stall", run.model, run.gpus * stall)
+        self.lend_loss_gpu_s += run.gpus * stall
+        run.version += 1
+        self.release(run)
+        self.requeue(run)
+        self.fleet.on_lend_ready(run)
+
+    # ----------------------------------------------------------------- cloud burst
+    def _burst_check(self, run: JobRun) -> None:
+        if run.state != QUEUED or run.first_start is not None:
+            return
+        pool = self.cloud.admit(run.spec, self.now)
+        if pool is None:
+            return
+        self.queue.pop(run.idx, None)
+        run.state = CLOUD
+        run.cloud_pool = pool
+        run.wait_s += self.now - run.queued_since
+        run.first_start = self.now
+        duration = self.cloud.duration_s(pool, run.spec, run.remaining_flops)
+        run.expected_end = self.now + duration
+        self._push(run.expected_end, CLOUD_DONE, run.idx)
+        self.log("burst", f"{run.spec.name} ({run.gpus} GPUs) bursts to "
+                          f"{self.cloud.name(pool)}", job=run.spec.name)
+        self._dirty = True
+
+    def _cloud_done(self, run: JobRun) -> None:
+        self.cloud.release(run.cloud_pool, run.spec, run.first_start, self.now)
+        run.remaining_flops = 0.0
+        run.state = DONE
+        run.end_s = self.now
+
+    # ----------------------------------------------------------------- scheduling
+    def _schedule(self) -> None:
+        started = time.perf_counter()
+        SchedulingPass(self).run()
+        self._dirty = False
+        self.counters["passes"] += 1
+        self.counters["scheduler_wall_s"] += time.perf_counter() - started
+
+    def preemption_victims(self, run: JobRun) -> list[JobRun]:
+        """Running gangs ``run`` may evict, cheapest first, enough to make room; else []."""
+        within = self.tenants.within_quota(run)
+        cands = [r for r in self.running.values()
+                 if r.state == RUNNING and r.model in run.models
+                 and self.now - r.seg_start >= MIN_AGE_BEFORE_PREEMPT_S
+                 and (r.spec.priority < run.spec.priority
+                      or (r.borrowed and within and r.spec.tenant != run.spec.tenant))]
+        if not cands:
+            return []
+        cands.sort(key=lambda r: (r.spec.priority, not r.borrowed, -r.seg_start, r.idx))
+        pool = self.free_counts()[0].astype(np.int64).copy()
+        chosen: dict[int, list[JobRun]] = {m: [] for m in run.models}
+        for r in cands:
+            chosen[r.model].append(r)
+            pool[r.model] += r.gpus
+            if pool[r.model] >= run.gpus:
+                return chosen[r.model]
+        return []
+
+    # ----------------------------------------------------------------- figures
+    def training_runs(self):
+        return (r for r in self.runs if r.state not in (PENDING, REJECTED))
+
+    def horizon_ledger(self) -> Ledger:
+        """The ledger with every open segment booked up to now (the engine is not changed)."""
+        led = self.ledger.copy()
+        for run in self.running.values():
+            self.book_segment(led, run, self.now, "end")
+        return led
+
+    def ettr(self, run: JobRun, led_t: float | None = None) -> float | None:
+        """Share of ``run``'s wall time since its first start that made kept progress."""
+        if run.first_start is None or run.state == CLOUD or run.cloud_pool >= 0:
+            return None
+        t = run.end_s if run.end_s is not None else (led_t or self.now)
+        wall = t - run.first_start
+        if wall <= 0:
+            return None
+        kept = run.kept_s
+        if run.state == RUNNING:
+            kept += min(run.books_at(t).computed_s, run.need_s())
+        return min(1.0, kept / wall)
+
+    @property
+    def horizon_days(self) -> float:
+        return self.now / 86400.0

@@ -1,0 +1,118 @@
+"""The run report (``simulate --json``) and the live snapshot, both JSON-safe.
+
+Wall-clock fields (``wall_seconds``, ``scheduler.wall_seconds``,
+``scheduler.decisions_per_second``) are the only ones that differ between two runs of the
+same seed: :data:`WALL_CLOCK_FIELDS` lists them for comparisons.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.job_run import CLOUD, DONE, DRAINING, PENDING, QUEUED, REJECTED, RUNNING
+from scheduler.ledger import CATEGORIES
+
+WALL_CLOCK_FIELDS = (("wall_seconds",), ("scheduler", "wall_seconds"),
+                     ("scheduler", "decisions_per_second"))
+
+
+def _pct(values, q) -> float | None:
+    return round(float(np.percentile(values, q)), 3) if len(values) else None
+
+
+def _mean(values) -> float | None:
+    return round(float(np.mean(values)), 3) if len(values) else None
+
+
+def job_figures(engine) -> dict:
+    runs = [r for r in engine.runs if r.state != PENDING]
+    started = [r for r in runs if r.first_start is not None]
+    done = [r for r in runs if r.state == DONE]
+    states = [r.state for r in runs]
+    waits_h = [(r.first_start - r.spec.submit_s) / 3600.0 for r in started]
+    jct_h = [(r.end_s - r.spec.submit_s) / 3600.0 for r in done]
+    spans = [np.unique(engine.state.domain["pod"][r.placement.nodes]).size
+             for r in runs if r.state == RUNNING and r.placement is not None]
+    return {
+        "submitted": len(runs),
+        "rejected": states.count(REJECTED),
+        "completed": len(done),
+        "running_at_end": states.count(RUNNING) + states.count(DRAINING),
+        "in_cloud_at_end": states.count(CLOUD),
+        "queued_at_end": states.count(QUEUED),
+        "preemptions": engine.counters["preemptions"],
+        "wait_hours": {"mean": _mean(waits_h), "p95": _pct(waits_h, 95)},
+        "jct_hours": {"mean": _mean(jct_h), "p95": _pct(jct_h, 95)},
+        "running_pod_span_mean": _mean(spans),
+    }
+
+
+def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
+    led = engine.horizon_ledger()
+    hours = led.gpu_hours()
+    s = engine.state
+    weights, ettrs = [], []
+    for r in engine.training_runs():
+        e = engine.ettr(r)
+        if e is not None:
+            weights.append(r.gpus)
+            ettrs.append(e)
+    largest = max(engine.runs, key=lambda r: (r.gpus, -r.idx), default=None)
+    c = engine.counters
+    in_flight = [(r.cloud_pool, r.gpus, r.first_start) for r in engine.runs if r.state == CLOUD]
+    return {
+        "scenario": {**scenario, "gpus": s.n_gpus, "nodes": int(s.plan.n_nodes),
+                     "fabric": s.plan.fabric.kind, "policy": engine.policy.name,
+                     "placement": engine.policy.placement, "seed": engine.seed,
+                     "simulated_hours": round(engine.now / 3600.0, 6)},
+        "wall_seconds": round(wall_seconds, 3),
+        "ledger_gpu_hours": hours,
+        "ledger_total_gpu_hours": round(led.total_gpu_s() / 3600.0, 6),
+        "mfu": led.mfu(),
+        "goodput": round(led.goodput(), 6),
+        "ettr": round(float(np.average(ettrs, weights=weights)), 6) if ettrs else None,
+        "jobs": job_figures(engine),
+        "largest_job": None if largest is None else {
+            "name": largest.spec.name, "gpus": largest.gpus, "state": largest.state,
+            "ettr": engine.ettr(largest), "preemptions": largest.preemptions},
+        "inference": engine.fleet.report(),
+        "cloud": engine.cloud.report(in_flight, engine.now),
+        "scheduler": {
+            "placement_decisions": c["placement_decisions"], "placements": c["placements"],
+            "backfilled": c["backfilled"], "passes": c["passes"],
+            "wall_seconds": round(c["scheduler_wall_s"], 3),
+            "decisions_per_second": round(c["placement_decisions"] / c["scheduler_wall_s"], 1)
+            if c["scheduler_wall_s"] > 0 else None,
+        },
+    }
+
+
+def snapshot(engine) -> dict:
+    """State now, for the live dashboard and for tests."""
+    s = engine.state
+    led = engine.horizon_ledger()
+    free, spare, down = engine.free_counts()
+    owned = s.gpu_owner >= 0
+    by_vendor: dict[str, dict] = {}
+    for m, model in enumerate(s.models):
+        v = by_vendor.setdefault(model.vendor, {"gpus": 0, "allocated": 0})
+        v["gpus"] += int(s.model_gpus[m])
+        v["allocated"] += int(np.count_nonzero(owned & (s.gpu_model == m)))
+    states = [r.state for r in engine.runs]
+    return {
+        "t": engine.now,
+        "gpus": s.n_gpus,
+        "allocated": int(owned.sum()),
+        "idle": int(free.sum()),
+        "spare": int(spare.sum()),
+        "down": int(down.sum()),
+        "by_vendor": by_vendor,
+        "ledger_gpu_hours": led.gpu_hours(),
+        "mfu": led.mfu(),
+        "goodput": round(led.goodput(), 6),
+        "jobs": {k: states.count(k) for k in (QUEUED, RUNNING, DRAINING, CLOUD, DONE, REJECTED)},
+        "inference": {"slo_attainment": engine.fleet.report()["slo_attainment"],
+                      "serving_gpus": int(engine.infer_by_model.sum())},
+        "events": list(engine.events)[-50:],
+        "categories": list(CATEGORIES),
+    }

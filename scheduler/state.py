@@ -1,0 +1,164 @@
+"""Columnar cluster state: who holds which GPU, and what each node has left.
+
+Per-GPU and per-node numpy arrays indexed by the integer ids of the
+:class:`~scheduler.hardware.cluster.ClusterPlan`.  An *allocation* (a training gang or one
+inference replica) is a set of GPUs on whole or partial nodes; its integer id is written in
+``gpu_owner``.  Nothing here knows about jobs or time: the engine does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.hardware.cluster import ClusterPlan
+
+FREE = -1
+LEVELS = ("nvlink", "leaf", "pod")
+"""Topology levels below the whole cluster, tightest first (as ``workload.jobs.AFFINITIES``)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a gang goes: ``counts[i]`` GPUs on node ``nodes[i]``, all of model ``model``."""
+
+    nodes: np.ndarray
+    counts: np.ndarray
+    model: int
+
+    @property
+    def gpus(self) -> int:
+        return int(self.counts.sum())
+
+
+def _dense(ids: np.ndarray) -> np.ndarray:
+    """Renumber ids to 0 .. D-1 (order kept)."""
+    return np.unique(ids, return_inverse=True)[1].astype(np.int32)
+
+
+class ClusterState:
+    """Free capacity per node and owner per GPU, with allocation and release.
+
+    Parameters
+    ----------
+    plan : ClusterPlan
+        The inventory; its node shapes give CPU cores, RAM (GB) and NIC bandwidth (Gb/s per
+        accelerator) per node.
+    """
+
+    def __init__(self, plan: ClusterPlan):
+        self.plan = plan
+        self.models = plan.models
+        self.n_models = len(plan.models)
+        self.node_model = plan.node_model.astype(np.int64)
+        self.node_gpus = plan.node_gpus.astype(np.int64)
+        self.node_first_gpu = plan.node_first_gpu.astype(np.int64)
+        self.gpu_node = plan.gpu_node().astype(np.int64)
+        self.gpu_model = self.node_model[self.gpu_node]
+        shapes = plan.node_shape
+        self.node_cpu = np.array([shapes[m].cpu_cores for m in self.node_model], dtype=float)
+        self.node_ram = np.array([shapes[m].ram_gb for m in self.node_model], dtype=float)
+        self.node_nic = np.array([shapes[m].nic_gbps for m in self.node_model],
+                                 dtype=float) * self.node_gpus
+        self.node_spare = plan.node_spare.astype(bool).copy()
+        self.node_up = np.ones(plan.n_nodes, dtype=bool)
+        self.node_drained = np.zeros(plan.n_nodes, dtype=bool)
+        self._schedulable = self.node_up & ~self.node_spare
+        self.model_mask = [self.node_model == m for m in range(len(plan.models))]
+
+        self.node_free = self.node_gpus.copy()
+        self.node_free_cpu = self.node_cpu.copy()
+        self.node_free_ram = self.node_ram.copy()
+        self.node_free_nic = self.node_nic.copy()
+        self.gpu_owner = np.full(plan.n_gpus, FREE, dtype=np.int64)
+
+        leaf = plan.fabric.endpoint_leaf[plan.node_first_gpu]
+        self.domain = {
+            "nvlink": _dense(plan.node_nvlink_domain),
+            "leaf": _dense(leaf),
+            "pod": _dense(plan.fabric.switch_pod[leaf]),
+        }
+        self.n_domains = {k: int(v.max()) + 1 for k, v in self.domain.items()}
+        self.model_gpus = np.bincount(self.node_model, weights=self.node_gpus,
+                                      minlength=self.n_models).astype(np.int64)
+
+    # ----------------------------------------------------------------- capacity views
+    @property
+    def n_gpus(self) -> int:
+        return int(self.gpu_owner.size)
+
+    def schedulable(self) -> np.ndarray:
+        """Nodes the scheduler may place on: up, not drained, not a hot spare (read-only)."""
+        return self._schedulable
+
+    def set_node_flags(self, nodes, *, up: bool | None = None, drained: bool | None = None,
+                       spare: bool | None = None) -> None:
+        """Change node status; the only way to, so the schedulable mask stays current."""
+        if up is not None:
+            self.node_up[nodes] = up
+        if drained is not None:
+            self.node_drained[nodes] = drained
+        if spare is not None:
+            self.node_spare[nodes] = spare
+        self._schedulable = self.node_up & ~self.node_drained & ~self.node_spare
+
+    def free_by_model(self) -> np.ndarray:
+        """Free GPUs on schedulable nodes, per model."""
+        return np.bincount(self.node_model, weights=self.node_free * self.schedulable(),
+                           minlength=self.n_models).astype(np.int64)
+
+    def domain_capacity(self, level: str, model: int) -> int:
+        """GPUs of ``model`` in the largest domain of ``level`` (schedulable or not)."""
+        if level == "any":
+            return int(self.model_gpus[model])
+        mask = self.node_model == model
+        per = np.bincount(self.domain[level][mask], weights=self.node_gpus[mask])
+        return int(per.max()) if per.size else 0
+
+    # ----------------------------------------------------------------- mutation
+    def allocate(self, owner: int, placement: Placement, *, cpu_per_gpu: float,
+                 ram_gb_per_gpu: float, nic_gbps_per_gpu: float) -> np.ndarray:
+        """Give ``placement``'s GPUs to ``owner``; return their ids.
+
+        Raises ``ValueError`` (and changes nothing) if a node lacks any resource.
+        """
+        nodes, counts = placement.nodes, placement.counts
+        if np.any(self.node_free[nodes] < counts):
+            raise ValueError(f"allocation {owner}: a node has too few free GPUs")
+        for free, need in ((self.node_free_cpu, cpu_per_gpu), (self.node_free_ram, ram_gb_per_gpu),
+                           (self.node_free_nic, nic_gbps_per_gpu)):
+            if np.any(free[nodes] + 1e-9 < counts * need):
+                raise ValueError(f"allocation {owner}: a node lacks CPU, RAM or NIC bandwidth")
+        whole = counts == self.node_free[nodes]
+        parts = []
+        if whole.any():
+            # every free GPU of these nodes: a vectorised gather over the node's GPU range
+            wn = nodes[whole]
+            span = int(self.node_gpus[wn].max())
+            ids = self.node_first_gpu[wn][:, None] + np.arange(span)
+            ids = ids[np.arange(span) < self.node_gpus[wn][:, None]]
+            parts.append(ids[self.gpu_owner[ids] == FREE])
+        for n, c in zip(nodes[~whole].tolist(), counts[~whole].tolist(), strict=True):
+            first = int(self.node_first_gpu[n])
+            ids = first + np.flatnonzero(self.gpu_owner[first:first + self.node_gpus[n]] == FREE)
+            parts.append(ids[:c])
+        gids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        self.gpu_owner[gids] = owner
+        self.node_free[nodes] -= counts
+        self.node_free_cpu[nodes] -= counts * cpu_per_gpu
+        self.node_free_ram[nodes] -= counts * ram_gb_per_gpu
+        self.node_free_nic[nodes] -= counts * nic_gbps_per_gpu
+        return gids
+
+    def release(self, owner: int, gids: np.ndarray, placement: Placement, *, cpu_per_gpu: float,
+                ram_gb_per_gpu: float, nic_gbps_per_gpu: float) -> None:
+        """Return an allocation's GPUs and host resources."""
+        if np.any(self.gpu_owner[gids] != owner):
+            raise ValueError(f"allocation {owner} does not hold all of the GPUs it releases")
+        self.gpu_owner[gids] = FREE
+        nodes, counts = placement.nodes, placement.counts
+        self.node_free[nodes] += counts
+        self.node_free_cpu[nodes] += counts * cpu_per_gpu
+        self.node_free_ram[nodes] += counts * ram_gb_per_gpu
+        self.node_free_nic[nodes] += counts * nic_gbps_per_gpu

@@ -1,0 +1,1 @@
+"""Workloads: job and service models, the seeded generator, trace readers, preset scenarios."""

@@ -1,0 +1,241 @@
+"""What runs on the cluster: training jobs (gangs), inference services and tenants.
+
+Work is counted in model FLOPs (``6 * parameters * tokens`` for a dense transformer, Kaplan et
+al. 2020), so the same job runs faster on a faster accelerator.  Sizes are GPUs; times are
+seconds of simulated time from the start of the scenario; memory in GB; bandwidth in Gb/s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from scheduler.hardware.catalog import Accelerator
+
+AFFINITIES = ("nvlink", "leaf", "pod", "any")
+"""Topology affinity, tightest first: one NVLink domain, leaf group, pod/island; anywhere."""
+
+DEFAULT_EFFICIENCY = 0.40
+"""Kernel efficiency (achieved / peak BF16 FLOPs while computing) of a large dense model.
+
+The Llama 3 report gives 38-43 % BF16 MFU for 405B pre-training on H100; MegaScale (NSDI 2024)
+55.2 % on 12,288 GPUs.  40 % is the default; jobs carry their own figure.
+"""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Which accelerators a job accepts: by name, or by what it needs.
+
+    >>> from scheduler.hardware.catalog import get
+    >>> Requirement(min_hbm_gb=80).accepts(get("H100-SXM"))
+    True
+    >>> Requirement(models=("MI300X",)).accepts(get("H100-SXM"))
+    False
+    """
+
+    models: tuple[str, ...] | None = None
+    min_hbm_gb: float = 0.0
+    min_bf16_tflops: float = 0.0
+    vendors: tuple[str, ...] | None = None
+
+    def accepts(self, model: Accelerator) -> bool:
+        if self.models is not None and model.name not in self.models:
+            return False
+        return model.satisfies(min_hbm_gb=self.min_hbm_gb, min_bf16_tflops=self.min_bf16_tflops,
+                               vendors=self.vendors)
+
+    def describe(self) -> str:
+        parts = []
+        if self.models is not None:
+            parts.append("|".join(self.models))
+        if self.vendors is not None:
+            parts.append("vendor " + "|".join(self.vendors))
+        if self.min_hbm_gb:
+            parts.append(f">= {self.min_hbm_gb:g} GB HBM")
+        if self.min_bf16_tflops:
+            parts.append(f">= {self.min_bf16_tflops:g} TFLOPS BF16")
+        return ", ".join(parts) or "any"
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """TP x PP x DP (x EP for mixture-of-experts layers, inside DP)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """One training job: a gang of ``gpus`` accelerators that starts whole or not at all.
+
+    Parameters
+    ----------
+    job_id : int
+        Unique within a workload.
+    gpus : int
+        Gang size.
+    work_flops : float
+        Model FLOPs to finish, FLOP.
+    submit_s : float
+        Submission time, s.
+    cpu_per_gpu, ram_gb_per_gpu, nic_gbps_per_gpu : float
+        Host resources per accelerator: cores, GB, Gb/s.
+    affinity : str
+        Loosest topology span accepted, one of :data:`AFFINITIES`; a gang larger than any
+        domain of that level is placed at the next level that can hold it.
+    priority : int
+        Higher runs first and may preempt lower.
+    checkpoint_gb : float
+        Size of one checkpoint, GB (about 14 bytes per parameter with Adam, figures.md).
+    checkpoint_interval_s : float
+        Compute time between checkpoints, s.
+    efficiency : float
+        Kernel efficiency while computing (achieved / peak FLOPs).
+    burstable : bool
+        May run in a cloud pool after waiting ``burst_after_s``.
+    """
+
+    job_id: int
+    name: str
+    tenant: str
+    submit_s: float
+    gpus: int
+    work_flops: float
+    requirement: Requirement = Requirement()
+    cpu_per_gpu: float = 8.0
+    ram_gb_per_gpu: float = 64.0
+    nic_gbps_per_gpu: float = 100.0
+    affinity: str = "any"
+    parallelism: Parallelism | None = None
+    params_b: float = 0.0
+    tokens: float = 0.0
+    priority: int = 0
+    checkpoint_gb: float = 0.0
+    checkpoint_interval_s: float = 3600.0
+    efficiency: float = DEFAULT_EFFICIENCY
+    burstable: bool = False
+    burst_after_s: float = 4 * 3600.0
+
+    def __post_init__(self) -> None:
+        if self.gpus <= 0:
+            raise ValueError(f"job {self.name}: gpus must be positive, not {self.gpus}")
+        if not self.work_flops > 0 or not math.isfinite(self.work_flops):
+            raise ValueError(f"job {self.name}: work_flops must be positive and finite")
+        if self.affinity not in AFFINITIES:
+            raise ValueError(f"job {self.name}: affinity must be one of {AFFINITIES}")
+        if not 0 < self.efficiency <= 1:
+            raise ValueError(f"job {self.name}: efficiency must be in (0, 1]")
+        if self.parallelism is not None and self.parallelism.gpus != self.gpus:
+            raise ValueError(f"job {self.name}: TP x PP x DP = {self.parallelism.gpus} "
+                             f"does not match gpus = {self.gpus}")
+        if self.submit_s < 0:
+            raise ValueError(f"job {self.name}: submit time must be >= 0")
+
+    def runtime_s(self, model: Accelerator) -> float:
+        """Compute time on ``model`` without stalls, s.
+
+        >>> from scheduler.hardware.catalog import get
+        >>> j = TrainingJob(0, "j", "t", 0.0, 8, 8 * 989e12 * 0.4 * 3600)
+        >>> round(j.runtime_s(get("H100-SXM")))
+        3600
+        """
+        return self.work_flops / (self.gpus * model.bf16_tflops * 1e12 * self.efficiency)
+
+
+@dataclass(frozen=True)
+class Burst:
+    """Demand multiplied by ``factor`` from ``start_s`` for ``duration_s``."""
+
+    start_s: float
+    duration_s: float
+    factor: float
+
+
+@dataclass(frozen=True)
+class DemandCurve:
+    """Inference demand in replicas: a diurnal sine between trough and peak, plus bursts.
+
+    >>> c = DemandCurve(peak_replicas=10, trough_fraction=0.5, peak_hour=12.0)
+    >>> c.replicas_at(12 * 3600), c.replicas_at(0)
+    (10, 5)
+    """
+
+    peak_replicas: float
+    trough_fraction: float = 0.4
+    peak_hour: float = 14.0
+    bursts: tuple[Burst, ...] = ()
+
+    def load_at(self, t: float) -> float:
+        """Demand at ``t`` s, in replicas (fractional)."""
+        hour = (t / 3600.0) % 24.0
+        phase = math.cos(2.0 * math.pi * (hour - self.peak_hour) / 24.0)
+        low = self.peak_replicas * self.trough_fraction
+        load = low + (self.peak_replicas - low) * (0.5 + 0.5 * phase)
+        for b in self.bursts:
+            if b.start_s <= t < b.start_s + b.duration_s:
+                load *= b.factor
+        return load
+
+    def replicas_at(self, t: float) -> int:
+        return max(1, math.ceil(self.load_at(t) - 1e-9))
+
+
+@dataclass(frozen=True)
+class InferenceService:
+    """An inference service: replicas of ``gpus_per_replica`` GPUs following a demand curve.
+
+    ``min_replicas`` are placed at start and never lent; the rest scale with demand, up to
+    ``max_replicas``, borrowing GPUs from low-priority training when the pool is full.
+    """
+
+    service_id: int
+    name: str
+    tenant: str
+    gpus_per_replica: int
+    demand: DemandCurve
+    min_replicas: int = 1
+    max_replicas: int = 1_000_000
+    latency_slo_ms: float = 200.0
+    requirement: Requirement = Requirement()
+    priority: int = 100
+    cpu_per_gpu: float = 8.0
+    ram_gb_per_gpu: float = 64.0
+    nic_gbps_per_gpu: float = 100.0
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A queue with a GPU quota (guaranteed share) and a fair-share weight."""
+
+    name: str
+    quota_gpus: int
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything a scenario submits."""
+
+    jobs: tuple[TrainingJob, ...]
+    services: tuple[InferenceService, ...] = ()
+    tenants: tuple[Tenant, ...] = ()
+    source: str = "generator"
+    meta: dict = field(default_factory=dict)
+
+    def tenant_names(self) -> list[str]:
+        names = [t.name for t in self.tenants]
+        for j in self.jobs:
+            if j.tenant not in names:
+                names.append(j.tenant)
+        for s in self.services:
+            if s.tenant not in names:
+                names.append(s.tenant)
+        return names
