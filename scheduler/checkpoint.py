@@ -20,8 +20,8 @@ Llama 3 report and MegaScale describe restarts of minutes but give no split)."""
 def job_bandwidth_gb_s(*, gpus: int, nodes: int, tier_gb_s: float, cluster_gpus: int) -> float:
     """Bandwidth a job gets from a storage tier, GB/s.
 
-    >>> job_bandwidth_gb_s(gpus=16384, nodes=2048, tier_gb_s=2000.0, cluster_gpus=16896)
-    1939.3939393939393
+    >>> round(job_bandwidth_gb_s(gpus=16384, nodes=2048, tier_gb_s=2000.0, cluster_gpus=16896))
+    1939
     """
     share = tier_gb_s * gpus / max(1, cluster_gpus)
     return min(share, nodes * NODE_STORAGE_GB_S)
@@ -35,3 +35,55 @@ def write_seconds(checkpoint_gb: float, bandwidth_gb_s: float) -> float:
 def restart_seconds(checkpoint_gb: float, read_gb_s: float) -> float:
     """Restart overhead: relaunch plus restore of the last checkpoint, s."""
     return RESTART_FIXED_S + write_seconds(checkpoint_gb, read_gb_s)
+
+
+HOST_COPY_GB_S = 25.0
+"""GPU-to-host copy per GPU, GB/s (PCIe Gen5 x16 at about half its 64 GB/s line rate; assumed):
+the only stall of an in-memory checkpoint, whose replication to peers overlaps training."""
+
+NODE_RDMA_GB_S = 400.0
+"""Peer-to-peer restore bandwidth per node, GB/s: 8 x 400 Gb/s compute NICs (figures.md)."""
+
+DISK_PERSIST_S = 3 * 3600.0
+"""With in-memory checkpoints, how often one is also persisted to the central tier, s (in the
+background, as Gemini does); a restore falls back to it when a whole replica group is lost."""
+
+RECOVERY_MODES = ("disk", "memory")
+
+
+def young_interval(cost_s: float, mttf_s: float) -> float:
+    """Young (1974): ``sqrt(2 C M)`` for checkpoint cost ``C`` and mean time to failure ``M``.
+
+    >>> young_interval(100.0, 20000.0)
+    2000.0
+    """
+    return (2.0 * cost_s * mttf_s) ** 0.5
+
+
+def daly_interval(cost_s: float, mttf_s: float) -> float:
+    """Daly (FGCS 22(3), 2006) higher-order optimum compute time between checkpoints, s.
+
+    ``sqrt(2 C M) (1 + sqrt(C / 2M) / 3 + (C / 2M) / 9) - C`` for ``C < 2M``, else ``M``.
+    It tends to Young's form when ``C / M`` is small.
+
+    >>> round(daly_interval(100.0, 20000.0), 1)
+    1933.9
+    >>> daly_interval(50000.0, 20000.0)
+    20000.0
+    """
+    if cost_s <= 0:
+        return 60.0
+    if cost_s >= 2.0 * mttf_s:
+        return mttf_s
+    x = cost_s / (2.0 * mttf_s)
+    return young_interval(cost_s, mttf_s) * (1.0 + x ** 0.5 / 3.0 + x / 9.0) - cost_s
+
+
+def memory_write_seconds(checkpoint_gb: float, gpus: int) -> float:
+    """Stall of an in-memory checkpoint: each GPU copies its shard to host memory, s."""
+    return checkpoint_gb / max(1, gpus) / HOST_COPY_GB_S if checkpoint_gb > 0 else 0.0
+
+
+def memory_restore_seconds(checkpoint_gb: float, nodes: int) -> float:
+    """Restart from a peer's in-memory replica: relaunch plus an RDMA copy per node, s."""
+    return RESTART_FIXED_S + checkpoint_gb / max(1, nodes) / NODE_RDMA_GB_S

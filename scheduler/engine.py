@@ -16,10 +16,12 @@ import numpy as np
 
 from scheduler import checkpoint
 from scheduler.cloud import CloudPools
+from scheduler.failures import job_failure_rate
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.inference import InferenceFleet
 from scheduler.job_run import (
     CLOUD,
+    DETECTING,
     DONE,
     DRAINING,
     PENDING,
@@ -32,13 +34,13 @@ from scheduler.job_run import (
 from scheduler.ledger import Ledger
 from scheduler.placement import Placer, Request
 from scheduler.policies import get_policy
+from scheduler.reliability import FailureEngine
 from scheduler.scheduling import SchedulingPass, TenantBook
 from scheduler.state import ClusterState
 from scheduler.workload.jobs import AFFINITIES, TrainingJob, Workload
 
 # event kinds, in the order they are handled within one instant: capacity is freed first
-FINISH, DRAIN_DONE, CLOUD_DONE, DEMAND, ARRIVE, BURST_CHECK = range(6)
-KIND_NAMES = ("finish", "drain_done", "cloud_done", "demand", "arrive", "burst_check")
+FINISH, DRAIN_DONE, CLOUD_DONE, DEMAND, ARRIVE, BURST_CHECK, REPAIR, DETECT, FAIL = range(9)
 MIN_AGE_BEFORE_PREEMPT_S = 600.0
 """A gang that started less than this ago is not preempted (avoids thrashing)."""
 
@@ -60,11 +62,24 @@ class Engine:
         Override the policy's placement strategy (``topology``, ``first-fit``, ``random``).
     demand_step_s : float
         How often inference demand is re-evaluated, s.
+    failures : bool
+        Run the failure processes (off: the failure-free baseline).
+    weibull_shape : float, optional
+        Weibull gaps of the same mean instead of exponential ones.
+    checkpoint_interval : None, "auto" or float
+        Compute seconds between checkpoints: each job's own (None), Young/Daly from the job's
+        failure rate and checkpoint cost ("auto"), or one figure for all.
+    recovery : {"disk", "memory"}
+        Checkpoint to the central tier, or to peers' memory (Gemini) with disk as fallback.
+    spares : float, optional
+        Fraction of each model's nodes held as hot spares (default: the plan's own).
     """
 
     def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
                  policy: str = "default", placement: str | None = None,
-                 demand_step_s: float = 900.0):
+                 demand_step_s: float = 900.0, failures: bool = False,
+                 weibull_shape: float | None = None, checkpoint_interval=None,
+                 recovery: str = "disk", spares: float | None = None):
         self.plan = plan
         self.workload = workload
         self.seed = int(seed)
@@ -73,6 +88,17 @@ class Engine:
         self.rng_inference = np.random.default_rng(streams[1])
         self.rng_failures = np.random.default_rng(streams[2])
         self.state = ClusterState(plan)
+        if spares is not None:
+            self._set_spares(spares)
+        if recovery not in checkpoint.RECOVERY_MODES:
+            raise ValueError(f"recovery must be one of {checkpoint.RECOVERY_MODES}, "
+                             f"not {recovery!r}")
+        if checkpoint_interval not in (None, "auto") and not (
+                isinstance(checkpoint_interval, (int, float)) and checkpoint_interval > 0):
+            raise ValueError("checkpoint_interval must be None, 'auto' or positive seconds")
+        self.recovery = recovery
+        self.checkpoint_interval = checkpoint_interval
+        self.storage_factor = 1.0
         self.policy = get_policy(policy, placement=placement)
         self.placer = Placer(self.state, self.policy.placement, self.rng_placement)
         self.peak = np.array([m.bf16_tflops * 1e12 for m in plan.models])
@@ -99,9 +125,25 @@ class Engine:
         self.lend_loss_gpu_s = 0.0
         self.cloud = CloudPools(plan.cloud_pools)
         self.fleet = InferenceFleet(self, workload.services, demand_step_s)
+        self.reliability = FailureEngine(self, enabled=failures, weibull_shape=weibull_shape)
         for run in self.runs:
             self._push(run.spec.submit_s, ARRIVE, run.idx)
         self.fleet.start()
+        self.reliability.start()
+
+    def _set_spares(self, fraction: float) -> None:
+        if not 0 <= fraction < 1:
+            raise ValueError(f"spares must be a fraction in [0, 1), not {fraction!r}")
+        s = self.state
+        spare = np.zeros(s.plan.n_nodes, dtype=bool)
+        for m in range(s.n_models):
+            nodes = np.flatnonzero(s.model_mask[m])
+            k = int(round(fraction * nodes.size))
+            if k:
+                # spread evenly, so every pod has some
+                spare[nodes[np.linspace(0, nodes.size - 1, k).round().astype(int)]] = True
+        s.set_node_flags(slice(None), spare=False)
+        s.set_node_flags(spare, spare=True)
 
     # ----------------------------------------------------------------- stepping API
     def peek(self) -> float | None:
@@ -168,6 +210,14 @@ class Engine:
             self._arrive(self.runs[a])
         elif kind == BURST_CHECK:
             self._burst_check(self.runs[a])
+        elif kind == FAIL:
+            self.reliability.on_fail(a)
+        elif kind == DETECT:
+            run = self.runs[a]
+            if run.state == DETECTING and run.version == b:
+                self._detected(run)
+        elif kind == REPAIR:
+            self.reliability.on_repair(a)
 
     def log(self, kind: str, text: str, **extra) -> None:
         self.events.append({"t": round(self.now, 3), "kind": kind, "text": text, **extra})
@@ -272,12 +322,25 @@ class Engine:
         read_bw = checkpoint.job_bandwidth_gb_s(
             gpus=j.gpus, nodes=placement.nodes.size, tier_gb_s=self.central_read_gb_s,
             cluster_gpus=self.state.n_gpus)
-        run.write_s = checkpoint.write_seconds(j.checkpoint_gb, write_bw)
+        nodes = placement.nodes.size
+        if self.recovery == "memory":
+            run.write_s = checkpoint.memory_write_seconds(j.checkpoint_gb, j.gpus)
+            restart = checkpoint.memory_restore_seconds(j.checkpoint_gb, nodes)
+        else:
+            run.write_s = checkpoint.write_seconds(j.checkpoint_gb,
+                                                   write_bw * self.storage_factor)
+            restart = checkpoint.restart_seconds(j.checkpoint_gb, read_bw * self.storage_factor)
+        if self.checkpoint_interval == "auto":
+            mttf_s = 3600.0 / job_failure_rate(nodes, j.gpus)
+            run.interval_s = checkpoint.daly_interval(run.write_s, mttf_s)
+        elif self.checkpoint_interval is not None:
+            run.interval_s = float(self.checkpoint_interval)
+        run.slow, run.slow_cat = self.reliability.slow_factor(run)
         if run.first_start is None:
             run.first_start = self.now
             run.restart_s = 0.0
         else:
-            run.restart_s = checkpoint.restart_seconds(j.checkpoint_gb, read_bw)
+            run.restart_s = restart
             if run.lendings:
                 self.lend_loss_gpu_s += run.restart_s * j.gpus
         run.wait_s += self.now - run.queued_since
@@ -305,18 +368,26 @@ class Engine:
         if run.state == DRAINING:
             ledger.book("checkpoint_stall", m, g * (t - run.seg_start))
             return 0.0
+        if run.state == DETECTING:
+            ledger.book("recovery", m, g * (t - run.seg_start))
+            return 0.0
         b = run.books_at(t)
         kept = b.saved_s if how == "kill" else b.computed_s
         kept = min(kept, run.need_s())
-        ledger.book("productive", m, g * kept, achieved_flops=kept * run.rate)
-        ledger.book(lost_category, m, g * (b.computed_s - kept))
+        lost = b.computed_s - kept
+        ledger.book("productive", m, g * kept * run.slow,
+                    achieved_flops=kept * run.rate * run.slow)
+        ledger.book(run.slow_cat, m, g * kept * (1.0 - run.slow))
+        ledger.book(lost_category, m, g * lost)
+        if lost_category == "lost_work":
+            run.lost_gpu_s += g * lost
         ledger.book("recovery", m, g * b.recovery_s)
         ledger.book("checkpoint_stall", m, g * b.stall_s)
         return kept
 
     def _close(self, run: JobRun, how: str, lost_category: str = "preempted") -> None:
         kept = self.book_segment(self.ledger, run, self.now, how, lost_category)
-        run.remaining_flops = max(0.0, run.remaining_flops - kept * run.rate)
+        run.remaining_flops = max(0.0, run.remaining_flops - kept * run.rate * run.slow)
         run.kept_s += kept
         run.version += 1
 
@@ -373,6 +444,72 @@ class Engine:
         self.requeue(run)
         self.fleet.on_lend_ready(run)
 
+    # ----------------------------------------------------------------- failures
+    def interrupt(self, run: JobRun, *, cause: str, detect_s: float, planned: bool) -> None:
+        """A failure stops ``run``: it hangs until detected, then is evicted and restarts.
+
+        A planned stop checkpoints first (nothing lost); an unplanned one loses the compute
+        since the last checkpoint (booked as lost work).
+        """
+        if run.state == DRAINING:
+            self.ledger.book("checkpoint_stall", run.model, run.gpus * (self.now - run.seg_start))
+            self.fleet.forget_lend(run)
+            run.version += 1
+        else:
+            self._close(run, "lend" if planned else "kill", "lost_work")
+        run.state = DETECTING
+        run.seg_start = self.now
+        run.detect_s = detect_s
+        run.interruptions += 1
+        self._push(self.now + detect_s, DETECT, run.idx, run.version)
+        self.log("interrupt", f"{run.spec.name} ({run.gpus} GPUs) interrupted by {cause}",
+                 job=run.spec.name, cause=cause)
+
+    def _detected(self, run: JobRun) -> None:
+        """Evict the gang; swap hot spares in for its failed nodes, else requeue it."""
+        self.ledger.book("recovery", run.model, run.gpus * (self.now - run.seg_start))
+        run.version += 1
+        old = run.placement
+        s = self.state
+        bad = ~s.node_up[old.nodes] | s.node_drained[old.nodes]
+        swap = self._spare_swap(old, bad)
+        self.release(run)
+        if swap is not None:
+            s.set_node_flags(swap.nodes, spare=False)
+            run.queued_since = self.now
+            self.start(run, swap)
+            self.log("recover", f"{run.spec.name} resumes on {int(bad.sum())} hot spare(s)",
+                     job=run.spec.name)
+        else:
+            self.requeue(run)
+
+    def _spare_swap(self, old, bad: np.ndarray):
+        """The old placement with its failed nodes replaced by hot spares (same pod first)."""
+        s = self.state
+        need = int(bad.sum())
+        if need == 0 or not np.all(old.counts[bad] == s.node_gpus[old.nodes[bad]]):
+            return None
+        spares = np.flatnonzero(s.node_spare & s.node_up & ~s.node_drained
+                                & s.model_mask[old.model] & (s.node_free == s.node_gpus))
+        if spares.size < need:
+            return None
+        pods = s.domain["pod"]
+        near = np.isin(pods[spares], pods[old.nodes[bad]])
+        chosen = np.concatenate([spares[near], spares[~near]])[:need]
+        nodes = np.concatenate([old.nodes[~bad], chosen])
+        counts = np.concatenate([old.counts[~bad], s.node_gpus[chosen]])
+        return type(old)(nodes, counts, old.model)
+
+    def reslow(self, run: JobRun, factor: float, category: str) -> None:
+        """Change a running gang's throughput now (a new run segment starts)."""
+        self._close(run, "lend")
+        run.slow, run.slow_cat = factor, category
+        run.seg_start = self.now
+        run.restart_s = 0.0
+        run.expected_end = self.now + segment_length(run.need_s(), 0.0, run.interval_s,
+                                                     run.write_s)
+        self._push(run.expected_end, FINISH, run.idx, run.version)
+
     # ----------------------------------------------------------------- cloud burst
     def _burst_check(self, run: JobRun) -> None:
         if run.state != QUEUED or run.first_start is not None:
@@ -427,6 +564,17 @@ class Engine:
         return []
 
     # ----------------------------------------------------------------- figures
+    def restart_estimate(self, run: JobRun) -> float:
+        """Restart overhead a restart of ``run`` pays (relaunch plus restore), s."""
+        j = run.spec
+        nodes = run.placement.nodes.size if run.placement is not None else 1
+        if self.recovery == "memory":
+            return checkpoint.memory_restore_seconds(j.checkpoint_gb, nodes)
+        bw = checkpoint.job_bandwidth_gb_s(gpus=j.gpus, nodes=nodes,
+                                           tier_gb_s=self.central_read_gb_s,
+                                           cluster_gpus=self.state.n_gpus)
+        return checkpoint.restart_seconds(j.checkpoint_gb, bw * self.storage_factor)
+
     def training_runs(self):
         return (r for r in self.runs if r.state not in (PENDING, REJECTED))
 

@@ -155,6 +155,13 @@ class InferenceFleet:
         self.lent_jobs += 1
         return True
 
+    def forget_lend(self, run) -> None:
+        """A lending gang failed before handing over: its replicas will not come."""
+        i = self._lent_to.pop(run.idx, None)
+        if i is not None:
+            s = self.services[i]
+            s.pending = max(0, s.pending - run.gpus // s.spec.gpus_per_replica)
+
     def on_lend_ready(self, run) -> None:
         """A lent gang's GPUs are free: place the waiting replicas on them first."""
         i = self._lent_to.pop(run.idx, None)

@@ -17,8 +17,8 @@ import numpy as np
 from scheduler.state import Placement
 from scheduler.workload.jobs import TrainingJob
 
-PENDING, QUEUED, RUNNING, DRAINING, CLOUD, DONE, REJECTED = (
-    "pending", "queued", "running", "draining", "cloud", "done", "rejected")
+PENDING, QUEUED, RUNNING, DRAINING, DETECTING, CLOUD, DONE, REJECTED = (
+    "pending", "queued", "running", "draining", "detecting", "cloud", "done", "rejected")
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ class JobRun:
         "idx", "spec", "state", "remaining_flops", "models", "affinity", "sig", "placement",
         "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "version",
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
-        "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start")
+        "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
+        "slow_cat", "interruptions", "lost_gpu_s", "detect_s")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -102,14 +103,19 @@ class JobRun:
         self.kept_s = 0.0
         self.cloud_pool = -1
         self.reserved_start: float | None = None
+        self.slow = 1.0
+        self.slow_cat = "exposed_communication"
+        self.interruptions = 0
+        self.lost_gpu_s = 0.0
+        self.detect_s = 0.0
 
     @property
     def gpus(self) -> int:
         return self.spec.gpus
 
     def need_s(self) -> float:
-        """Compute seconds still to do at the current rate."""
-        return self.remaining_flops / self.rate
+        """Compute seconds still to do at the current (possibly slowed) rate."""
+        return self.remaining_flops / (self.rate * self.slow)
 
     def books_at(self, t: float) -> SegmentBooks:
         """Books of the open segment if it were closed at ``t``."""

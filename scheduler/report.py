@@ -58,6 +58,7 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
             weights.append(r.gpus)
             ettrs.append(e)
     largest = max(engine.runs, key=lambda r: (r.gpus, -r.idx), default=None)
+    rel = engine.reliability
     c = engine.counters
     in_flight = [(r.cloud_pool, r.gpus, r.first_start) for r in engine.runs if r.state == CLOUD]
     return {
@@ -72,9 +73,13 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
         "goodput": round(led.goodput(), 6),
         "ettr": round(float(np.average(ettrs, weights=weights)), 6) if ettrs else None,
         "jobs": job_figures(engine),
-        "largest_job": None if largest is None else {
-            "name": largest.spec.name, "gpus": largest.gpus, "state": largest.state,
-            "ettr": engine.ettr(largest), "preemptions": largest.preemptions},
+        "largest_job": None if largest is None else largest_job(engine, largest),
+        "interruptions": {"unplanned": rel.unplanned, "planned": rel.planned,
+                          "by_cause": dict(sorted(rel.interruptions.items()))},
+        "failures": rel.report(),
+        "recovery": {"mode": engine.recovery,
+                     "checkpoint_interval": engine.checkpoint_interval or "per job",
+                     "failures": rel.enabled},
         "inference": engine.fleet.report(),
         "cloud": engine.cloud.report(in_flight, engine.now),
         "scheduler": {
@@ -84,6 +89,22 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
             "decisions_per_second": round(c["placement_decisions"] / c["scheduler_wall_s"], 1)
             if c["scheduler_wall_s"] > 0 else None,
         },
+    }
+
+
+def largest_job(engine, run) -> dict:
+    """The largest gang's reliability figures (the Llama 3 style table)."""
+    wall_h = ((run.end_s if run.end_s is not None else engine.now)
+              - (run.first_start if run.first_start is not None else engine.now)) / 3600.0
+    return {
+        "name": run.spec.name, "gpus": run.gpus, "state": run.state,
+        "interruptions": run.interruptions, "preemptions": run.preemptions,
+        "mttf_hours": round(wall_h / run.interruptions, 3) if run.interruptions else None,
+        "checkpoint_interval_s": round(run.interval_s, 1),
+        "checkpoint_write_s": round(run.write_s, 2),
+        "restart_s": round(engine.restart_estimate(run), 1),
+        "ettr": None if engine.ettr(run) is None else round(engine.ettr(run), 6),
+        "lost_gpu_hours": round(run.lost_gpu_s / 3600.0, 3),
     }
 
 
