@@ -86,16 +86,21 @@ def submit_job(engine, *, job) -> dict:
     return {"job_id": job.job_id, "accepted": run.state != "rejected"}
 
 
+def drill(engine, *, kind, target="random", **params) -> dict:
+    from scheduler.drills import run_drill
+    return run_drill(engine, kind, target, **params)
+
+
 COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, set_policy, inference_surge,
-                                     submit_job)}
+                                     submit_job, drill)}
 
 
-def apply_command(engine, kind: str, **params) -> dict:
+def apply_command(engine, command: str, /, **params) -> dict:
     try:
-        handler = COMMANDS[kind]
+        handler = COMMANDS[command]
     except KeyError:
-        raise ValueError(f"unknown command {kind!r}; known: {', '.join(COMMANDS)}") from None
+        raise ValueError(f"unknown command {command!r}; known: {', '.join(COMMANDS)}") from None
     try:
         return handler(engine, **params)
     except TypeError as exc:
-        raise ValueError(f"bad parameters for {kind}: {exc}") from None
+        raise ValueError(f"bad parameters for {command}: {exc}") from None

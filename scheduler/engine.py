@@ -175,10 +175,10 @@ class Engine:
         if progress is not None:
             progress(self.now)
 
-    def command(self, kind: str, **params) -> dict:
+    def command(self, command: str, /, **params) -> dict:
         """Apply a what-if or operator command now; bad parameters raise ``ValueError``."""
         from scheduler.commands import apply_command
-        result = apply_command(self, kind, **params)
+        result = apply_command(self, command, **params)
         if self._dirty:
             self._schedule()
         return result
@@ -489,6 +489,8 @@ class Engine:
         need = int(bad.sum())
         if need == 0 or not np.all(old.counts[bad] == s.node_gpus[old.nodes[bad]]):
             return None
+        if old.model in self.reliability.cut_models:
+            return None
         spares = np.flatnonzero(s.node_spare & s.node_up & ~s.node_drained
                                 & s.model_mask[old.model] & (s.node_free == s.node_gpus))
         if spares.size < need:
@@ -529,7 +531,22 @@ class Engine:
                           f"{self.cloud.name(pool)}", job=run.spec.name)
         self._dirty = True
 
+    def cloud_region_loss(self, pool: int) -> list[int]:
+        """A cloud region goes away: its jobs come back to the on-premises queue."""
+        self.cloud.up[pool] = False
+        hit = []
+        for run in self.runs:
+            if run.state == CLOUD and run.cloud_pool == pool:
+                self.cloud.release(pool, run.spec, run.first_start, self.now)
+                run.cloud_pool = -1
+                run.first_start = None
+                self.requeue(run)
+                hit.append(run.idx)
+        return hit
+
     def _cloud_done(self, run: JobRun) -> None:
+        if run.state != CLOUD:
+            return
         self.cloud.release(run.cloud_pool, run.spec, run.first_start, self.now)
         run.remaining_flops = 0.0
         run.state = DONE

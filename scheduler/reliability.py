@@ -38,6 +38,7 @@ class FailureEngine:
         seeds = np.random.SeedSequence(engine.seed, spawn_key=(7,)).spawn(len(modes))
         self.rngs = [np.random.default_rng(s) for s in seeds]
         self.failures: Counter = Counter()
+        self.component_of: dict[str, str] = {}
         self.interruptions: Counter = Counter()
         self.planned = 0
         self.unplanned = 0
@@ -51,8 +52,11 @@ class FailureEngine:
         self.slowed: Counter = Counter()   # pod -> lost uplink share (spine/link failures)
         self.throttled_racks: Counter = Counter()
         self.down_count = np.zeros(engine.plan.n_nodes, dtype=np.int64)
-        self._repairs: dict[int, tuple[int, int, np.ndarray]] = {}
+        self._repairs: dict[int, tuple[FailureMode, int, np.ndarray | None]] = {}
         self._repair_id = 0
+        self.cut_models: set[int] = set()
+        self._storage_factors: dict[int, float] = {}
+        self.parked: list[int] = []
 
     def start(self) -> None:
         if not self.enabled:
@@ -111,6 +115,7 @@ class FailureEngine:
             if not owners:
                 return {"cause": mode.cause, "jobs": [], "nodes": [], "discarded": True}
         self.failures[mode.cause] += 1
+        self.component_of[mode.cause] = mode.component
         if effect == "interrupt":
             hit = self._interrupt_nodes(nodes, mode)
             self._take_down(nodes, mode, repair_s)
@@ -127,8 +132,8 @@ class FailureEngine:
             hit = self._reslow()
             self._push_repair(mode, unit, repair_s)
         elif effect == "slow_storage":
-            e.storage_factor *= STORAGE_SLOW_FACTOR
-            self._push_repair(mode, unit, repair_s)
+            self.failures[mode.cause] -= 1  # counted by slow_storage
+            self.slow_storage(mode, STORAGE_SLOW_FACTOR, repair_s)
         gpus = int(sum(e.runs[i].gpus for i in hit))
         e.log("failure", f"{mode.cause} on {mode.component} {unit}: "
                          f"{len(hit)} job(s), {gpus} GPUs hit", cause=mode.cause)
@@ -183,18 +188,22 @@ class FailureEngine:
                      nodes: np.ndarray | None = None) -> None:
         from scheduler.engine import REPAIR
         self._repair_id += 1
-        self._repairs[self._repair_id] = (self.modes.index(mode), unit, nodes)
+        self._repairs[self._repair_id] = (mode, unit, nodes)
         self.repairs_pending += 1
         self.e._push(self.e.now + repair_s, REPAIR, self._repair_id)
 
     def on_repair(self, rid: int) -> None:
         e = self.e
-        k, unit, nodes = self._repairs.pop(rid)
-        mode = self.modes[k]
+        mode, unit, nodes = self._repairs.pop(rid)
         self.repairs_pending -= 1
         self.repairs_done += 1
         effect = EFFECTS[mode.component]
         if effect == "interrupt":
+            cut = np.isin(e.state.node_model[nodes], list(self.cut_models))
+            if cut.any():
+                # no parts of a cut model: its nodes wait for supply to return
+                self.parked.extend(nodes[cut].tolist())
+                nodes = nodes[~cut]
             self.down_count[nodes] -= 1
             back = nodes[self.down_count[nodes] == 0]
             e.state.set_node_flags(back, up=True)
@@ -210,7 +219,15 @@ class FailureEngine:
                 self.throttled_racks[r] -= 1
             self._reslow()
         elif effect == "slow_storage":
-            e.storage_factor /= STORAGE_SLOW_FACTOR
+            e.storage_factor /= self._storage_factors.pop(rid, STORAGE_SLOW_FACTOR)
+
+    def slow_storage(self, mode: FailureMode, factor: float, duration_s: float) -> None:
+        """Multiply the storage tiers' bandwidth by ``factor`` for ``duration_s``."""
+        self.failures[mode.cause] += 1
+        self.component_of[mode.cause] = mode.component
+        self.e.storage_factor *= factor
+        self._push_repair(mode, 0, duration_s)
+        self._storage_factors[self._repair_id] = factor
 
     def _refill_spares(self, nodes: np.ndarray) -> None:
         s = self.e.state
@@ -269,7 +286,7 @@ class FailureEngine:
     def report(self) -> dict:
         by_component: Counter = Counter()
         for cause, n in self.failures.items():
-            by_component[next(m.component for m in self.modes if m.cause == cause)] += n
+            by_component[self.component_of[cause]] += n
         return {
             "total": sum(self.failures.values()),
             "by_component": dict(sorted(by_component.items())),

@@ -39,7 +39,11 @@ def frontier_job(job_id: int, name: str, gpus: int, *, params_b: float, tokens: 
                  tenant: str, requirement: Requirement = H100_CLASS, priority: int = 50,
                  tp: int = 8, pp: int = 16) -> TrainingJob:
     """A dense pre-training run: work ``6 N T`` FLOPs, the whole period at 40 % MFU or more."""
-    pp = max(1, min(pp, gpus // tp))
+    tp = min(tp, gpus)
+    while gpus % tp:
+        tp -= 1
+    # the deepest pipeline up to ``pp`` stages that divides the data-parallel groups evenly
+    pp = next(p for p in range(min(pp, gpus // tp), 0, -1) if (gpus // tp) % p == 0)
     return TrainingJob(
         job_id=job_id, name=name, tenant=tenant, submit_s=0.0, gpus=gpus,
         work_flops=6.0 * params_b * 1e9 * tokens, requirement=requirement, affinity="any",
