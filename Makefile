@@ -36,6 +36,9 @@ test: lint
 
 bench: venv
 	$(BIN)/python -m bench.build_cluster
+	$(BIN)/python -m bench.placement
+	$(BIN)/python -m bench.simulate
+	$(BIN)/python -m bench.llama3
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

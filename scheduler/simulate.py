@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scheduler.checkpoint import RECOVERY_MODES
 from scheduler.engine import Engine
 from scheduler.placement import STRATEGIES
 from scheduler.policies import REGISTRY
@@ -44,7 +45,9 @@ class ScenarioError(ValueError):
 
 def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "default",
                    gpus: int | None = None, trace: str | os.PathLike | None = None,
-                   placement: str | None = None) -> None:
+                   placement: str | None = None, failures: bool = True,
+                   checkpoint_interval=None, recovery: str = "disk",
+                   spares: float | None = None) -> None:
     """Raise :class:`ScenarioError` unless every option is valid.
 
     Parameters are those of :func:`run_scenario`.
@@ -69,21 +72,39 @@ def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "de
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int | np.integer)
                              or gpus <= 0):
         raise ScenarioError(f"gpus must be a positive integer, not {gpus!r}")
+    if not isinstance(failures, bool):
+        raise ScenarioError(f"failures must be on or off, not {failures!r}")
+    if checkpoint_interval not in (None, "auto") and (
+            isinstance(checkpoint_interval, bool)
+            or not isinstance(checkpoint_interval, int | float)
+            or not (math.isfinite(checkpoint_interval) and checkpoint_interval > 0)):
+        raise ScenarioError("checkpoint interval must be 'auto' or a positive number of "
+                            f"seconds, not {checkpoint_interval!r}")
+    if recovery not in RECOVERY_MODES:
+        raise ScenarioError(f"unknown recovery {recovery!r}; choose one of: "
+                            f"{', '.join(RECOVERY_MODES)}")
+    if spares is not None and (isinstance(spares, bool) or not isinstance(spares, int | float)
+                               or not 0 <= spares < 1):
+        raise ScenarioError(f"spares must be a fraction in [0, 1), not {spares!r}")
     if trace is not None and not Path(trace).is_file():
         raise ScenarioError(f"trace file {os.fspath(trace)!r} does not exist or is not a file")
 
 
 def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "default",
                     gpus: int | None = None, trace: str | os.PathLike | None = None,
-                    placement: str | None = None) -> tuple[Engine, dict]:
+                    placement: str | None = None, failures: bool = True,
+                    checkpoint_interval=None, recovery: str = "disk",
+                    spares: float | None = None) -> tuple[Engine, dict]:
     """Validate the options and build the engine at time 0, with its ``scenario`` description.
 
     Parameters are those of :func:`run_scenario`.  Raises :class:`ScenarioError` for a bad
     option and :class:`~scheduler.workload.traces.TraceError` (file and line named) for a bad
     trace.
     """
+    options = {"failures": failures, "checkpoint_interval": checkpoint_interval,
+               "recovery": recovery, "spares": spares}
     check_scenario(preset=preset, days=days, seed=seed, policy=policy, gpus=gpus, trace=trace,
-                   placement=placement)
+                   placement=placement, **options)
     seed = int(seed)
     spec, scale = scaled_preset(preset, None if gpus is None else int(gpus))
     plan = spec.plan()
@@ -96,7 +117,7 @@ def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "d
         workload = _trace_workload(trace, reference_model=plan.models[0].name)
         scenario.update(trace=Path(trace).name, trace_source=workload.source,
                         trace_jobs_in_file=workload.meta.get("jobs_in_file"))
-    engine = Engine(plan, workload, seed=seed, policy=policy, placement=placement)
+    engine = Engine(plan, workload, seed=seed, policy=policy, placement=placement, **options)
     return engine, scenario
 
 
@@ -110,7 +131,9 @@ def _trace_workload(trace: str | os.PathLike, *, reference_model: str) -> Worklo
 
 def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "default",
                  gpus: int | None = None, trace: str | os.PathLike | None = None,
-                 placement: str | None = None,
+                 placement: str | None = None, failures: bool = True,
+                 checkpoint_interval=None, recovery: str = "disk",
+                 spares: float | None = None,
                  progress: Callable[[float], None] | None = None) -> tuple[Engine, dict]:
     """Run a scenario for ``days`` of simulated time; return the engine and its report.
 
@@ -133,6 +156,14 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
         compute time on the cluster's first accelerator model.
     placement : str, optional
         Override the policy's placement strategy: one of :data:`scheduler.placement.STRATEGIES`.
+    failures : bool
+        Run the failure processes (False: the failure-free baseline).
+    checkpoint_interval : None, "auto" or float
+        Each job's own interval, Young/Daly from the job's failure rate ("auto"), or seconds.
+    recovery : {"disk", "memory"}
+        Checkpoint to the central tier, or in-memory replicas on peers (Gemini).
+    spares : float, optional
+        Fraction of nodes held as hot spares (default: the preset's).
     progress : callable, optional
         Called now and then with the simulated time reached, s.
 
@@ -158,7 +189,10 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
     """
     started = time.perf_counter()
     engine, scenario = scenario_engine(preset=preset, days=days, seed=seed, policy=policy,
-                                       gpus=gpus, trace=trace, placement=placement)
+                                       gpus=gpus, trace=trace, placement=placement,
+                                       failures=failures,
+                                       checkpoint_interval=checkpoint_interval,
+                                       recovery=recovery, spares=spares)
     engine.run_until(days * 86400.0, progress=progress)
     report = build_report(engine, scenario=scenario,
                           wall_seconds=time.perf_counter() - started)

@@ -1,0 +1,70 @@
+"""Benchmark a whole run: hyperscale-100k for 30 simulated days. Target: under 120 s of wall time.
+
+Run: .venv/bin/python -m bench.simulate [--preset hyperscale-100k] [--days 30] [--seed 0]
+Needs no Django and writes nothing; prints wall-clock seconds and the run's key figures.
+"""
+
+import argparse
+import sys
+
+from tqdm import tqdm
+
+from scheduler.simulate import run_scenario
+
+TARGET_S = 120.0
+"""Wall seconds allowed for hyperscale-100k over 30 simulated days (the stated goal)."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="hyperscale-100k")
+    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policy", default="default")
+    parser.add_argument("--placement", default=None)
+    args = parser.parse_args()
+
+    with tqdm(total=args.days, unit="day", file=sys.stderr, disable=None,
+              bar_format="{l_bar}{bar}| {n:.1f}/{total:g} days [{elapsed}]") as bar:
+        def progress(now_s: float) -> None:
+            bar.n = round(now_s / 86400.0, 3)
+            bar.refresh()
+        _, r = run_scenario(preset=args.preset, days=args.days, seed=args.seed,
+                            policy=args.policy, placement=args.placement, progress=progress)
+
+    sc, jobs, sched = r["scenario"], r["jobs"], r["scheduler"]
+    hours = r["ledger_gpu_hours"]
+    total = sum(hours.values())
+    rows = [
+        ("cluster", f"{sc['gpus']:,} GPUs, {sc['nodes']:,} nodes, {sc['fabric']}"),
+        ("simulated", f"{sc['days']:g} days, seed {sc['seed']}, policy {sc['policy']} "
+                      f"({sc['placement']})"),
+        ("wall seconds", f"{r['wall_seconds']:.1f}"),
+        ("simulated days per wall second", f"{sc['days'] / max(r['wall_seconds'], 1e-9):.2f}"),
+        ("GPU-hours booked / expected", f"{total:,.0f} / {sc['gpus'] * sc['days'] * 24:,.0f}"),
+        ("productive share", f"{100 * hours['productive'] / total:.2f} %"),
+        ("MFU achieved", f"{100 * r['mfu']['achieved']:.2f} %"),
+        ("goodput", f"{100 * r['goodput']:.2f} %"),
+        ("jobs submitted / completed", f"{jobs['submitted']:,} / {jobs['completed']:,}"),
+        ("jobs running / queued at end", f"{jobs['running_at_end']:,} / "
+                                         f"{jobs['queued_at_end']:,}"),
+        ("wait mean / p95 h", f"{jobs['wait_hours']['mean']} / {jobs['wait_hours']['p95']}"),
+        ("inference SLO attainment", f"{r['inference']['slo_attainment']}"),
+        ("cloud GPU-hours / cost", f"{r['cloud']['gpu_hours']:,.0f} / {r['cloud']['cost']:,.0f}"),
+        ("placement decisions", f"{sched['placement_decisions']:,}"),
+        ("scheduler wall seconds", f"{sched['wall_seconds']:.1f}"),
+        ("decisions per second", f"{sched['decisions_per_second']:,}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k.ljust(width)}  {v}")
+    if args.preset == "hyperscale-100k" and args.days == 30:
+        verdict = "meets" if r["wall_seconds"] < TARGET_S else "MISSES"
+        print(f"target: < {TARGET_S:g} s for hyperscale-100k over 30 days: {verdict} it")
+    else:
+        print(f"target (hyperscale-100k, 30 days): < {TARGET_S:g} s")
+
+
+if __name__ == "__main__":
+    main()

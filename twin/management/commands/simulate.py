@@ -1,0 +1,228 @@
+"""``simulate``: run a preset (or replay a trace) for some days and report where the GPU-hours went.
+
+The run itself is :func:`scheduler.simulate.run_scenario`; this command parses and checks the
+flags, shows progress, prints a summary and writes the JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from scheduler.placement import STRATEGIES
+from scheduler.policies import REGISTRY
+from scheduler.presets import PRESETS
+from scheduler.simulate import MAX_DAYS, ScenarioError, check_scenario, run_scenario
+from scheduler.workload.traces import TraceError
+
+
+def _refuse(message: str) -> CommandError:
+    return CommandError(message, returncode=2)
+
+
+def _days(raw: str) -> float:
+    message = f"--days must be a number > 0 and <= {MAX_DAYS:g}, not {raw!r}"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(message) from None
+    if not (math.isfinite(value) and 0 < value <= MAX_DAYS):
+        raise _refuse(message)
+    return value
+
+
+def _integer(flag: str, raw: str | None, *, minimum: int) -> int | None:
+    if raw is None:
+        return None
+    kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    message = f"{flag} must be {kind}, not {raw!r}"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _refuse(message) from None
+    if value < minimum:
+        raise _refuse(message)
+    return value
+
+
+def _on_off(flag: str, raw: str) -> bool:
+    if raw not in ("on", "off"):
+        raise _refuse(f"{flag} must be on or off, not {raw!r}")
+    return raw == "on"
+
+
+def _interval(raw: str | None):
+    if raw is None or raw == "auto":
+        return raw
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(f"--checkpoint-interval must be auto or seconds, not {raw!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise _refuse(f"--checkpoint-interval must be auto or seconds > 0, not {raw!r}")
+    return value
+
+
+def _fraction(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(f"--spares must be a fraction in [0, 1), not {raw!r}") from None
+    if not 0 <= value < 1:
+        raise _refuse(f"--spares must be a fraction in [0, 1), not {raw!r}")
+    return value
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple], *, labels: bool = True,
+           indent: str = "  ") -> list[str]:
+    """Plain aligned text: numbers right-aligned, the first column left if it holds labels."""
+    cells = [tuple(str(c) for c in headers)] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r):
+        return indent + "  ".join(c.ljust(w) if labels and i == 0 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+    return [line(cells[0]), indent + "  ".join("-" * w for w in widths)] + [line(r)
+                                                                           for r in cells[1:]]
+
+
+def _num(value, fmt: str = ",.2f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def summary_lines(r: dict) -> list[str]:
+    """The report as readable text (what the command prints)."""
+    sc = r["scenario"]
+    source = (f"trace {sc['trace']} ({sc['trace_source']})" if sc.get("trace")
+              else "preset workload")
+    out = [f"{sc['preset']}: {sc['gpus']:,} GPUs on {sc['nodes']:,} nodes, {sc['fabric']} "
+           f"fabric; {sc['days']:g} days, seed {sc['seed']}, policy {sc['policy']} "
+           f"(placement {sc['placement']}), {source}", ""]
+    hours = r["ledger_gpu_hours"]
+    total = sum(hours.values()) or 1.0
+    out += ["GPU-hours by category"]
+    out += _table(("category", "GPU-hours", "% of total"),
+                  [(c, _num(h), f"{100.0 * h / total:.2f}") for c, h in hours.items()]
+                  + [("total", _num(sum(hours.values())), "100.00")])
+    mfu = r["mfu"]
+    losses = sorted(((c, v) for c, v in mfu["loss_pp"].items() if v), key=lambda cv: -cv[1])
+    out += ["", f"MFU achieved {100.0 * mfu['achieved']:.2f} %; losses (percentage points)"]
+    out += _table(("category", "pp"), [(c, f"{v:.2f}") for c, v in losses])
+    j = r["jobs"]
+    out += ["", "Jobs"]
+    out += _table(("submitted", "completed", "running", "queued", "wait mean h", "wait p95 h",
+                   "JCT mean h"),
+                  [(f"{j['submitted']:,}", f"{j['completed']:,}", f"{j['running_at_end']:,}",
+                    f"{j['queued_at_end']:,}", _num(j["wait_hours"]["mean"]),
+                    _num(j["wait_hours"]["p95"]), _num(j["jct_hours"]["mean"]))],
+                  labels=False)
+    inter = r["interruptions"]
+    out += ["", f"Interruptions: {inter['unplanned']:,} unplanned, {inter['planned']:,} planned; "
+                f"failures {r['failures']['total']:,} (idle parts included); "
+                f"ETTR {_num(r['ettr'], '.3f')}"]
+    if inter["by_cause"]:
+        out += _table(("cause", "interruptions"),
+                      sorted(((c, f"{n:,}") for c, n in inter["by_cause"].items()),
+                             key=lambda cn: -int(cn[1].replace(",", ""))))
+    big = r["largest_job"]
+    if big:
+        out += ["", f"Largest job {big['name']}: {big['gpus']:,} GPUs, "
+                    f"{big['interruptions']} interruptions, MTTF {_num(big['mttf_hours'])} h, "
+                    f"checkpoint every {_num(big['checkpoint_interval_s'], ',.0f')} s "
+                    f"(write {_num(big['checkpoint_write_s'])} s), restart "
+                    f"{_num(big['restart_s'], ',.0f')} s, ETTR {_num(big['ettr'], '.3f')}, "
+                    f"lost {_num(big['lost_gpu_hours'], ',.0f')} GPU-h"]
+    inf, cloud, sched = r["inference"], r["cloud"], r["scheduler"]
+    slo = inf["slo_attainment"]
+    out += ["", "Inference, cloud and scheduler"]
+    out += _table(("figure", "value"), [
+        ("inference SLO attainment", "-" if slo is None else f"{100.0 * slo:.2f} %"),
+        ("inference borrowed GPU-hours", _num(inf["borrowed_gpu_hours"])),
+        ("cloud GPU-hours", _num(cloud["gpu_hours"])),
+        ("cloud cost", _num(cloud["cost"])),
+        ("placement decisions", f"{sched['placement_decisions']:,}"),
+        ("decisions per second", _num(sched["decisions_per_second"], ",.0f")),
+        ("wall seconds", _num(r["wall_seconds"], ",.2f")),
+    ])
+    return out
+
+
+class Command(BaseCommand):
+    help = "Run a preset's cluster and workload (or replay a trace) and report the GPU-hours."
+
+    def add_arguments(self, parser):
+        # Values are parsed here, not by argparse, so every bad flag is one line and status 2.
+        parser.add_argument("--preset", help=f"one of: {', '.join(PRESETS)} (required)")
+        parser.add_argument("--days", default="1", help="simulated days (default 1)")
+        parser.add_argument("--seed", default="0", help="random seed, >= 0 (default 0)")
+        parser.add_argument("--policy", default="default",
+                            help=f"one of: {', '.join(REGISTRY)} (default: default)")
+        parser.add_argument("--placement",
+                            help=f"override the policy's placement: {', '.join(STRATEGIES)}")
+        parser.add_argument("--gpus", help="scale the preset's cluster and workload to N GPUs")
+        parser.add_argument("--trace", metavar="PATH",
+                            help="replay a Philly or Alibaba openb CSV instead of the preset's "
+                                 "workload (the cluster stays the preset's)")
+        parser.add_argument("--failures", default="on", help="on (default) or off: the "
+                            "failure-free baseline")
+        parser.add_argument("--checkpoint-interval", metavar="{auto,SECONDS}",
+                            help="auto (Young/Daly per job) or seconds (default: each job's own)")
+        parser.add_argument("--recovery", default="disk", help="disk (default) or memory")
+        parser.add_argument("--spares", metavar="FRACTION",
+                            help="fraction of nodes held as hot spares (default: the preset's)")
+        parser.add_argument("--json", metavar="PATH|-", help="write the report as JSON")
+
+    def execute(self, *args, **options):
+        self._json_to_stdout = options.get("json") == "-"
+        return super().execute(*args, **options)
+
+    def handle(self, *args, **opts):
+        kw = self._options(opts)
+        bar = tqdm(total=round(kw["days"], 3), unit="day", desc=f"simulating {kw['preset']}",
+                   file=sys.stderr, disable=None, bar_format="{l_bar}{bar}| {n:.2f}/{total} "
+                   "days [{elapsed}<{remaining}]")
+
+        def progress(now_s: float) -> None:
+            bar.n = round(min(now_s / 86400.0, kw["days"]), 3)
+            bar.refresh()
+
+        try:
+            with bar:
+                _, report = run_scenario(**kw, progress=progress)
+        except (ScenarioError, TraceError) as exc:
+            raise _refuse(str(exc)) from None
+        out = self.stderr if self._json_to_stdout else self.stdout
+        out.write("\n".join(summary_lines(report)))
+        if opts["json"]:
+            text = json.dumps(report, indent=2, sort_keys=False) + "\n"
+            if opts["json"] == "-":
+                sys.stdout.write(text)
+            else:
+                Path(opts["json"]).write_text(text)
+
+    def _options(self, opts) -> dict:
+        if not opts["preset"]:
+            raise _refuse(f"--preset is required; choose one of: {', '.join(PRESETS)}")
+        kw = {"preset": opts["preset"], "days": _days(opts["days"]),
+              "seed": _integer("--seed", opts["seed"], minimum=0),
+              "policy": opts["policy"], "placement": opts["placement"],
+              "gpus": _integer("--gpus", opts["gpus"], minimum=1), "trace": opts["trace"],
+              "failures": _on_off("--failures", opts["failures"]),
+              "checkpoint_interval": _interval(opts["checkpoint_interval"]),
+              "recovery": opts["recovery"], "spares": _fraction(opts["spares"])}
+        try:
+            check_scenario(**kw)
+        except ScenarioError as exc:
+            raise _refuse(str(exc)) from None
+        if opts["json"] and opts["json"] != "-":
+            parent = Path(opts["json"]).resolve().parent
+            if not parent.is_dir():
+                raise _refuse(f"--json: folder {str(parent)!r} does not exist")
+        return kw
