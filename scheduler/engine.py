@@ -260,7 +260,7 @@ class Engine:
     # ----------------------------------------------------------------- admission
     def _admit(self, idx: int, job: TrainingJob) -> JobRun:
         models = tuple(sorted((i for i, m in enumerate(self.plan.models)
-                               if job.requirement.accepts(m)),
+                               if job.requirement.accepts(m) and self._host_holds(job, i)),
                               key=lambda i: (-self.plan.models[i].bf16_tflops, i)))
         affinity = None
         for level in AFFINITIES[AFFINITIES.index(job.affinity):]:
@@ -271,6 +271,25 @@ class Engine:
         if affinity is None:
             run.state = REJECTED
         return run
+
+    def _host_holds(self, job: TrainingJob, model: int) -> bool:
+        """Whether a node of ``model`` has the cores, RAM and NIC for its share of the gang."""
+        shape = self.plan.node_shape[model]
+        k = min(job.gpus, self.plan.models[model].per_node)
+        return (k * job.cpu_per_gpu <= shape.cpu_cores + 1e-9
+                and k * job.ram_gb_per_gpu <= shape.ram_gb + 1e-9
+                and job.nic_gbps_per_gpu <= shape.nic_gbps + 1e-9)
+
+    def estimate_write_s(self, run: JobRun, model: int) -> float:
+        """Checkpoint write time ``run`` would have on ``model`` (before it ever started), s."""
+        j = run.spec
+        nodes = -(-j.gpus // self.plan.models[model].per_node)
+        if self.recovery == "memory":
+            return checkpoint.memory_write_seconds(j.checkpoint_gb, j.gpus)
+        bw = checkpoint.job_bandwidth_gb_s(gpus=j.gpus, nodes=nodes,
+                                           tier_gb_s=self.central_write_gb_s,
+                                           cluster_gpus=self.state.n_gpus)
+        return checkpoint.write_seconds(j.checkpoint_gb, bw * self.storage_factor)
 
     def _capacity(self, level: str, model: int) -> int:
         key = (level, model)
@@ -555,8 +574,11 @@ class Engine:
     # ----------------------------------------------------------------- scheduling
     def _schedule(self) -> None:
         started = time.perf_counter()
-        SchedulingPass(self).run()
-        self._dirty = False
+        for _ in range(3):  # a pass that preempts frees GPUs: one more pass restarts the rest
+            self._dirty = False
+            SchedulingPass(self).run()
+            if not self._dirty:
+                break
         self.counters["passes"] += 1
         self.counters["scheduler_wall_s"] += time.perf_counter() - started
 
@@ -577,8 +599,30 @@ class Engine:
             chosen[r.model].append(r)
             pool[r.model] += r.gpus
             if pool[r.model] >= run.gpus:
-                return chosen[r.model]
+                victims = chosen[r.model]
+                # drop victims that a later, larger one made unnecessary (cheapest kept last)
+                for v in sorted(victims[:-1], key=lambda v: -v.gpus):
+                    if pool[r.model] - v.gpus >= run.gpus:
+                        victims.remove(v)
+                        pool[r.model] -= v.gpus
+                return victims
         return []
+
+    def trial_place(self, run: JobRun, victims: list[JobRun]):
+        """Where ``run`` would go if ``victims`` were gone; the state is left as it was."""
+        s = self.state
+        for v in victims:
+            j = v.spec
+            s.release(v.idx, v.gids, v.placement, cpu_per_gpu=j.cpu_per_gpu,
+                      ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+        try:
+            return self.placer.place(self.request(run))
+        finally:
+            for v in victims:
+                j = v.spec
+                v.gids = s.allocate(v.idx, v.placement, cpu_per_gpu=j.cpu_per_gpu,
+                                    ram_gb_per_gpu=j.ram_gb_per_gpu,
+                                    nic_gbps_per_gpu=j.nic_gbps_per_gpu)
 
     # ----------------------------------------------------------------- figures
     def restart_estimate(self, run: JobRun) -> float:

@@ -127,8 +127,9 @@ class SchedulingPass:
         e = self.e
         m = run.models[0]
         rate = run.gpus * e.peak[m] * run.spec.efficiency
-        restart = 0.0 if run.first_start is None else run.restart_s
-        return segment_length(run.remaining_flops / rate, restart, run.interval_s, run.write_s)
+        restart = 0.0 if run.first_start is None else e.restart_estimate(run)
+        return segment_length(run.remaining_flops / rate, restart, run.interval_s,
+                              e.estimate_write_s(run, m))
 
     def _reserve(self, head: JobRun, free: np.ndarray) -> Reservation:
         e = self.e
@@ -159,7 +160,7 @@ class SchedulingPass:
     def _preempt_for(self, run: JobRun):
         e = self.e
         victims = e.preemption_victims(run)
-        if not victims:
+        if not victims or e.trial_place(run, victims) is None:
             return None
         for v in victims:
             e.preempt(v, reason=f"makes room for {run.spec.name} (priority "
