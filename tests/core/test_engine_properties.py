@@ -27,7 +27,8 @@ PLANS = {
     "6xH100-1-spare": small_plan(6, spares=1),
     "4xH100-slow-storage": small_plan(4, storage=central_storage(2.0)),  # writes take minutes
 }
-FLAT = small_plan(8, fabric_kw={"radix": 16})  # one pod: topology does not limit starts
+FLAT = small_plan(8, fabric_kw={"radix": 16}, storage=central_storage(4.0))
+"""One pod (topology does not limit starts), and checkpoint writes of minutes."""
 REQUIREMENTS = (Requirement(), Requirement(), Requirement(vendors=("NVIDIA",)),
                 Requirement(vendors=("AMD",)))
 HORIZON_H = 48.0
@@ -162,8 +163,7 @@ def test_the_invariants_hold_with_failures_on(scenario, until_h):
 
 @FAST
 @given(st.lists(jobs(sizes=WHOLE_NODES, affinities=st.just("any"),
-                     requirements=st.just(Requirement()), priorities=st.just(0),
-                     checkpoints=st.just(0.0)),
+                     requirements=st.just(Requirement()), priorities=st.just(0)),
                 min_size=2, max_size=14),
        st.integers(0, 2**16))
 def test_easy_backfill_never_starts_the_head_after_its_reservation(js, seed):

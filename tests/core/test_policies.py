@@ -78,7 +78,7 @@ def test_backfill_counts_the_checkpoint_writes_of_a_job_that_has_not_started_yet
     a, head, c = e.runs
     assert c.write_s == pytest.approx(600.0)
     assert head.reserved_start == 10 * HOUR
-    assert head.first_start <= head.reserved_start + 1e-6  # starts at 11.07 h
+    assert head.first_start <= head.reserved_start + 1e-6  # was 11.07 h: writes not estimated
 
 
 # ------------------------------------------------------------------ fair share
@@ -172,6 +172,25 @@ def test_gangs_are_preempted_only_for_a_gang_that_then_runs():
     assert e.free_counts()[0].sum() == 0 or not e.queue
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: Engine.preemption_victims (engine.py) chooses victims by GPU count per model, "
+    "cheapest first, without regard to topology; when that set cannot host a pod-affine gang "
+    "(trial_place fails) no other set is tried, so the gang waits although evicting two "
+    "lower-priority gangs of one pod would make room"))
+def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_pod():
+    # as above: l1 + l2 (priority 0) sit in different pods, but l1 + m1 (priority 0 and 5)
+    # fill pod 0, so h (priority 10) can run at 1.5 h instead of waiting until 10 h
+    wl = workload(job(gpus=8, hours=10, name="l1"),
+                  job(gpus=8, hours=10, priority=5, name="m1", submit_h=0.01),
+                  job(gpus=8, hours=10, name="l2", submit_h=0.02),
+                  job(gpus=8, hours=10, priority=5, name="m2", submit_h=0.03),
+                  job(gpus=16, hours=1, submit_h=1.5, priority=10, affinity="pod", name="h"))
+    e = run_engine(small_plan(4), wl, policy="default", until_h=2)
+    high = e.runs[4]
+    assert start_h(high) == 1.5
+    assert pods_spanned(e.state, high.placement) == 1
+
+
 def test_preemption_evicts_no_more_gangs_than_the_preemptor_needs():
     # v1 (8 GPUs) is younger than v2 (16 GPUs); h needs 16: evicting v2 alone is enough
     wl = workload(job(gpus=16, hours=10, name="v2"), job(gpus=8, hours=10, priority=5, name="m"),
@@ -180,7 +199,7 @@ def test_preemption_evicts_no_more_gangs_than_the_preemptor_needs():
     e = run_engine(small_plan(4), wl, policy="default", until_h=1.5)
     v2, m, v1, high = e.runs
     assert high.state == RUNNING and v2.preemptions == 1
-    assert v1.state == RUNNING  # queued beside 8 idle GPUs until h ends at 2 h
+    assert v1.state == RUNNING  # was evicted too, then queued beside 8 idle GPUs till 2 h
     assert e.free_counts()[0].sum() == 0
 
 
