@@ -41,8 +41,6 @@ from scheduler.workload.jobs import AFFINITIES, TrainingJob, Workload
 
 # event kinds, in the order they are handled within one instant: capacity is freed first
 FINISH, DRAIN_DONE, CLOUD_DONE, DEMAND, ARRIVE, BURST_CHECK, REPAIR, DETECT, FAIL = range(9)
-MIN_AGE_BEFORE_PREEMPT_S = 600.0
-"""A gang that started less than this ago is not preempted (avoids thrashing)."""
 
 
 class Engine:
@@ -581,48 +579,6 @@ class Engine:
                 break
         self.counters["passes"] += 1
         self.counters["scheduler_wall_s"] += time.perf_counter() - started
-
-    def preemption_victims(self, run: JobRun) -> list[JobRun]:
-        """Running gangs ``run`` may evict, cheapest first, enough to make room; else []."""
-        within = self.tenants.within_quota(run)
-        cands = [r for r in self.running.values()
-                 if r.state == RUNNING and r.model in run.models
-                 and self.now - r.seg_start >= MIN_AGE_BEFORE_PREEMPT_S
-                 and (r.spec.priority < run.spec.priority
-                      or (r.borrowed and within and r.spec.tenant != run.spec.tenant))]
-        if not cands:
-            return []
-        cands.sort(key=lambda r: (r.spec.priority, not r.borrowed, -r.seg_start, r.idx))
-        pool = self.free_counts()[0].astype(np.int64).copy()
-        chosen: dict[int, list[JobRun]] = {m: [] for m in run.models}
-        for r in cands:
-            chosen[r.model].append(r)
-            pool[r.model] += r.gpus
-            if pool[r.model] >= run.gpus:
-                victims = chosen[r.model]
-                # drop victims that a later, larger one made unnecessary (cheapest kept last)
-                for v in sorted(victims[:-1], key=lambda v: -v.gpus):
-                    if pool[r.model] - v.gpus >= run.gpus:
-                        victims.remove(v)
-                        pool[r.model] -= v.gpus
-                return victims
-        return []
-
-    def trial_place(self, run: JobRun, victims: list[JobRun]):
-        """Where ``run`` would go if ``victims`` were gone; the state is left as it was."""
-        s = self.state
-        for v in victims:
-            j = v.spec
-            s.release(v.idx, v.gids, v.placement, cpu_per_gpu=j.cpu_per_gpu,
-                      ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
-        try:
-            return self.placer.place(self.request(run))
-        finally:
-            for v in victims:
-                j = v.spec
-                v.gids = s.allocate(v.idx, v.placement, cpu_per_gpu=j.cpu_per_gpu,
-                                    ram_gb_per_gpu=j.ram_gb_per_gpu,
-                                    nic_gbps_per_gpu=j.nic_gbps_per_gpu)
 
     # ----------------------------------------------------------------- figures
     def restart_estimate(self, run: JobRun) -> float:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.job_run import DRAINING, QUEUED, RUNNING, JobRun, segment_length
+from scheduler.preemption import choose_victims
 from scheduler.state import ClusterState
 from scheduler.workload.jobs import Workload
 
@@ -159,8 +160,8 @@ class SchedulingPass:
 
     def _preempt_for(self, run: JobRun):
         e = self.e
-        victims = e.preemption_victims(run)
-        if not victims or e.trial_place(run, victims) is None:
+        victims = choose_victims(e, run)
+        if not victims:
             return None
         for v in victims:
             e.preempt(v, reason=f"makes room for {run.spec.name} (priority "
