@@ -8,6 +8,8 @@ gives the per-job figures the engine books.
 
 from __future__ import annotations
 
+import numpy as np
+
 NODE_STORAGE_GB_S = 100.0
 """Storage bandwidth one node can drive, GB/s: a DGX H100 has two dual-port 400G cards for
 storage and in-band traffic (figures.md); one 400 Gb/s port each is 100 GB/s."""
@@ -49,6 +51,9 @@ DISK_PERSIST_S = 3 * 3600.0
 background, as Gemini does); a restore falls back to it when a whole replica group is lost."""
 
 RECOVERY_MODES = ("disk", "memory")
+REPLICA_GROUP = 2
+"""Nodes per in-memory replica group: each node's checkpoint shard also lives on its peer
+(Gemini's group placement with two replicas)."""
 
 
 def young_interval(cost_s: float, mttf_s: float) -> float:
@@ -87,3 +92,29 @@ def memory_write_seconds(checkpoint_gb: float, gpus: int) -> float:
 def memory_restore_seconds(checkpoint_gb: float, nodes: int) -> float:
     """Restart from a peer's in-memory replica: relaunch plus an RDMA copy per node, s."""
     return RESTART_FIXED_S + checkpoint_gb / max(1, nodes) / NODE_RDMA_GB_S
+
+
+def replica_group_lost(job_nodes, failed_nodes) -> bool:
+    """Whether every node of one replica group (consecutive ranks) of a gang has failed.
+
+    >>> replica_group_lost([10, 11, 12, 13], [11])
+    False
+    >>> replica_group_lost([10, 11, 12, 13], [12, 13])
+    True
+    """
+    nodes = np.asarray(job_nodes)
+    if nodes.size < REPLICA_GROUP:
+        return bool(np.isin(nodes, failed_nodes).all())
+    down = np.isin(nodes, failed_nodes)
+    full = (nodes.size // REPLICA_GROUP) * REPLICA_GROUP
+    groups = down[:full].reshape(-1, REPLICA_GROUP).all(axis=1)
+    return bool(groups.any() or (full < nodes.size and down[full:].all()))
+
+
+def disk_persisted_s(computed_s: float) -> float:
+    """Compute of a segment already persisted to disk with in-memory checkpointing, s.
+
+    >>> disk_persisted_s(4 * 3600.0) / 3600
+    3.0
+    """
+    return (computed_s // DISK_PERSIST_S) * DISK_PERSIST_S

@@ -343,6 +343,10 @@ class Engine:
         if self.recovery == "memory":
             run.write_s = checkpoint.memory_write_seconds(j.checkpoint_gb, j.gpus)
             restart = checkpoint.memory_restore_seconds(j.checkpoint_gb, nodes)
+            if run.restore_from_disk:
+                restart = checkpoint.restart_seconds(j.checkpoint_gb,
+                                                     read_bw * self.storage_factor)
+                run.restore_from_disk = False
         else:
             run.write_s = checkpoint.write_seconds(j.checkpoint_gb,
                                                    write_bw * self.storage_factor)
@@ -375,7 +379,7 @@ class Engine:
         self._counts = None
 
     def book_segment(self, ledger: Ledger, run: JobRun, t: float, how: str,
-                     lost_category: str = "preempted") -> float:
+                     lost_category: str = "preempted", disk_fallback: bool = False) -> float:
         """Book ``run``'s open segment up to ``t`` into ``ledger``; return compute kept (s).
 
         ``how``: ``finish``/``lend``/``end`` keep all compute, ``kill`` keeps what the last
@@ -390,6 +394,9 @@ class Engine:
             return 0.0
         b = run.books_at(t)
         kept = b.saved_s if how == "kill" else b.computed_s
+        if disk_fallback:
+            # only what reached disk survives; persists run every DISK_PERSIST_S of compute
+            kept = min(kept, checkpoint.disk_persisted_s(b.computed_s))
         kept = min(kept, run.need_s())
         lost = b.computed_s - kept
         ledger.book("productive", m, g * kept * run.slow,
@@ -402,8 +409,9 @@ class Engine:
         ledger.book("checkpoint_stall", m, g * b.stall_s)
         return kept
 
-    def _close(self, run: JobRun, how: str, lost_category: str = "preempted") -> None:
-        kept = self.book_segment(self.ledger, run, self.now, how, lost_category)
+    def _close(self, run: JobRun, how: str, lost_category: str = "preempted",
+               disk_fallback: bool = False) -> None:
+        kept = self.book_segment(self.ledger, run, self.now, how, lost_category, disk_fallback)
         run.remaining_flops = max(0.0, run.remaining_flops - kept * run.rate * run.slow)
         run.kept_s += kept
         run.version += 1
@@ -462,18 +470,26 @@ class Engine:
         self.fleet.on_lend_ready(run)
 
     # ----------------------------------------------------------------- failures
-    def interrupt(self, run: JobRun, *, cause: str, detect_s: float, planned: bool) -> None:
+    def interrupt(self, run: JobRun, *, cause: str, detect_s: float, planned: bool,
+                  failed_nodes: np.ndarray | None = None) -> None:
         """A failure stops ``run``: it hangs until detected, then is evicted and restarts.
 
         A planned stop checkpoints first (nothing lost); an unplanned one loses the compute
-        since the last checkpoint (booked as lost work).
+        since the last checkpoint (booked as lost work).  With in-memory checkpoints, a failure
+        that takes down every node of one replica group loses the in-memory copy: the gang
+        falls back to its last checkpoint persisted to disk and restores from there.
         """
         if run.state == DRAINING:
             self.ledger.book("checkpoint_stall", run.model, run.gpus * (self.now - run.seg_start))
             self.fleet.forget_lend(run)
             run.version += 1
         else:
-            self._close(run, "lend" if planned else "kill", "lost_work")
+            fallback = (not planned and self.recovery == "memory" and failed_nodes is not None
+                        and checkpoint.replica_group_lost(run.placement.nodes, failed_nodes))
+            if fallback:
+                run.restore_from_disk = True
+                self.reliability.memory_fallbacks += 1
+            self._close(run, "lend" if planned else "kill", "lost_work", disk_fallback=fallback)
         run.state = DETECTING
         run.seg_start = self.now
         run.detect_s = detect_s

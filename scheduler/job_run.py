@@ -73,7 +73,7 @@ class JobRun:
         "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "version",
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
-        "slow_cat", "interruptions", "lost_gpu_s", "detect_s")
+        "slow_cat", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -108,6 +108,7 @@ class JobRun:
         self.interruptions = 0
         self.lost_gpu_s = 0.0
         self.detect_s = 0.0
+        self.restore_from_disk = False
 
     @property
     def gpus(self) -> int:

@@ -43,6 +43,7 @@ class FailureEngine:
         self.planned = 0
         self.unplanned = 0
         self.repairs_done = 0
+        self.memory_fallbacks = 0
         self.repairs_pending = 0
         self.node_fail_times: dict[int, list[float]] = {}
         self.lemons: list[int] = []
@@ -156,7 +157,8 @@ class FailureEngine:
         for idx in self._training_owners(nodes):
             run = e.runs[idx]
             if run.state in ("running", "draining"):
-                e.interrupt(run, cause=mode.cause, detect_s=mode.detect_s, planned=mode.planned)
+                e.interrupt(run, cause=mode.cause, detect_s=mode.detect_s, planned=mode.planned,
+                            failed_nodes=nodes)
                 hit.append(idx)
                 self.interruptions[mode.cause] += 1
                 if mode.planned:
@@ -293,4 +295,5 @@ class FailureEngine:
             "by_cause": dict(sorted(self.failures.items())),
             "repairs": {"done": self.repairs_done, "pending": self.repairs_pending},
             "lemon_nodes": list(self.lemons),
+            "memory_fallbacks_to_disk": self.memory_fallbacks,
         }

@@ -10,7 +10,7 @@ import pytest
 from scheduler import checkpoint
 from scheduler.engine import Engine
 from scheduler.failures import BY_CAUSE, MODES, job_failure_rate, unit_counts
-from scheduler.hardware.cluster import NodeGroup, plan_cluster
+from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
 from scheduler.workload.jobs import Requirement, TrainingJob, Workload
 from scheduler.workload.scenarios import frontier_job, scaled_preset, scenario_workload
@@ -182,3 +182,40 @@ def test_failures_are_deterministic_per_seed_and_off_gives_the_baseline():
     off.run_until(3 * 86400.0)
     led = off.horizon_ledger().gpu_hours()
     assert led["lost_work"] == 0 and led["down_for_repair"] == 0
+
+
+def _memory_engine():
+    plan = plan_cluster("t", (NodeGroup("H100-SXM", 12, nodes_per_rack=2),),
+                        fabric_kind="fat-tree", fabric_kw={"radix": 16},
+                        storage=(StorageSpec("pfs", "central", 1000.0, 10.0, 5.0),))
+    job = TrainingJob(0, "j", "a", 0.0, 64, 64 * 989e12 * 0.4 * 10 * 3600,
+                      checkpoint_gb=100.0, checkpoint_interval_s=600.0)
+    engine = Engine(plan, Workload(jobs=(job,)), seed=2, recovery="memory")
+    engine.run_until(2.5 * 3600.0)
+    return engine, engine.runs[0]
+
+
+def test_memory_recovery_loses_little_when_one_node_of_a_replica_group_fails():
+    engine, run = _memory_engine()
+    engine.command("drill", kind="node", target=int(run.placement.nodes[0]))
+    led = engine.horizon_ledger().gpu_hours()
+    assert led["lost_work"] < 64 * 600 / 3600  # at most one in-memory interval
+    assert engine.reliability.memory_fallbacks == 0
+
+
+def test_memory_recovery_falls_back_to_disk_when_a_whole_replica_group_is_lost():
+    engine, run = _memory_engine()
+    rack = int(engine.plan.node_rack[run.placement.nodes[0]])  # a rack holds ranks 0 and 1
+    assert set(np.flatnonzero(engine.plan.node_rack == rack)) == set(run.placement.nodes[:2])
+    engine.command("drill", kind="rack_power", target=rack)
+    led = engine.horizon_ledger().gpu_hours()
+    # nothing reached disk in 2.5 h (persisted every 3 h): all compute so far is lost
+    assert engine.reliability.memory_fallbacks == 1
+    assert led["lost_work"] == pytest.approx(64 * (2.5 * 3600 - engine.runs[0].write_s * 14)
+                                             / 3600, rel=0.02)
+    engine.run_until(3 * 3600.0)
+    assert run.state == "running"
+    # the restore reads the disk checkpoint (10 GB/s tier, this gang's share), not a peer
+    bw = checkpoint.job_bandwidth_gb_s(gpus=64, nodes=8, tier_gb_s=10.0, cluster_gpus=96)
+    assert run.restart_s == pytest.approx(checkpoint.restart_seconds(100.0, bw))
+    assert run.restart_s > checkpoint.memory_restore_seconds(100.0, 8)
