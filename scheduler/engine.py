@@ -356,7 +356,8 @@ class Engine:
             run.interval_s = checkpoint.daly_interval(run.write_s, mttf_s)
         elif self.checkpoint_interval is not None:
             run.interval_s = float(self.checkpoint_interval)
-        run.slow, run.slow_cat = self.reliability.slow_factor(run)
+        run.slow_split = self.speed_split(run)
+        run.slow = 1.0 - sum(f for _, f in run.slow_split)
         if run.first_start is None:
             run.first_start = self.now
             run.restart_s = 0.0
@@ -401,7 +402,8 @@ class Engine:
         lost = b.computed_s - kept
         ledger.book("productive", m, g * kept * run.slow,
                     achieved_flops=kept * run.rate * run.slow)
-        ledger.book(run.slow_cat, m, g * kept * (1.0 - run.slow))
+        for category, fraction in run.slow_split:
+            ledger.book(category, m, g * kept * fraction)
         ledger.book(lost_category, m, g * lost)
         if lost_category == "lost_work":
             run.lost_gpu_s += g * lost
@@ -535,15 +537,24 @@ class Engine:
         counts = np.concatenate([old.counts[~bad], s.node_gpus[chosen]])
         return type(old)(nodes, counts, old.model)
 
-    def reslow(self, run: JobRun, factor: float, category: str) -> None:
-        """Change a running gang's throughput now (a new run segment starts)."""
+    def speed_split(self, run: JobRun) -> tuple[tuple[str, float], ...]:
+        """Share of a placed gang's wall time lost, per ledger category (the rest computes)."""
+        return self.reliability.slow_split(run)
+
+    def rerate(self, run: JobRun, tolerance: float = 1e-9) -> bool:
+        """Recompute a running gang's speed; start a new segment if it changed."""
+        split = self.speed_split(run)
+        slow = 1.0 - sum(f for _, f in split)
+        if abs(slow - run.slow) <= tolerance:
+            return False
         self._close(run, "lend")
-        run.slow, run.slow_cat = factor, category
+        run.slow, run.slow_split = slow, split
         run.seg_start = self.now
         run.restart_s = 0.0
         run.expected_end = self.now + segment_length(run.need_s(), 0.0, run.interval_s,
                                                      run.write_s)
         self._push(run.expected_end, FINISH, run.idx, run.version)
+        return True
 
     # ----------------------------------------------------------------- cloud burst
     def _burst_check(self, run: JobRun) -> None:

@@ -73,7 +73,7 @@ class JobRun:
         "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "version",
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
-        "slow_cat", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk")
+        "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -104,7 +104,7 @@ class JobRun:
         self.cloud_pool = -1
         self.reserved_start: float | None = None
         self.slow = 1.0
-        self.slow_cat = "exposed_communication"
+        self.slow_split: tuple[tuple[str, float], ...] = ()
         self.interruptions = 0
         self.lost_gpu_s = 0.0
         self.detect_s = 0.0

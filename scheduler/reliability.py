@@ -124,13 +124,13 @@ class FailureEngine:
             pod = self._pod_of_switch_unit(mode.component, unit)
             share = self._lost_share(mode.component, pod)
             self.slowed[pod] += share
-            hit = self._reslow()
+            hit = self._rerate_all()
             self._push_repair(mode, unit, repair_s)
         elif effect == "throttle":
             racks = np.unique(e.plan.node_rack[nodes])
             for r in racks.tolist():
                 self.throttled_racks[r] += 1
-            hit = self._reslow()
+            hit = self._rerate_all()
             self._push_repair(mode, unit, repair_s)
         elif effect == "slow_storage":
             self.failures[mode.cause] -= 1  # counted by slow_storage
@@ -214,12 +214,12 @@ class FailureEngine:
         elif effect == "slow":
             pod = self._pod_of_switch_unit(mode.component, unit)
             self.slowed[pod] -= self._lost_share(mode.component, pod)
-            self._reslow()
+            self._rerate_all()
         elif effect == "throttle":
             nodes = self.nodes_of(mode.component, unit)
             for r in np.unique(e.plan.node_rack[nodes]).tolist():
                 self.throttled_racks[r] -= 1
-            self._reslow()
+            self._rerate_all()
         elif effect == "slow_storage":
             e.storage_factor /= self._storage_factors.pop(rid, STORAGE_SLOW_FACTOR)
 
@@ -256,34 +256,30 @@ class FailureEngine:
             return 1.0 / max(1, int(np.count_nonzero(in_pod & (f.switch_tier > 0))))
         return 1.0 / max(1, int(np.count_nonzero(in_pod[f.link_a])))
 
-    def slow_factor(self, run) -> tuple[float, str]:
-        """Throughput factor of a placed gang and the ledger category of what it loses."""
+    def slow_split(self, run) -> tuple[tuple[str, float], ...]:
+        """Wall-time share a placed gang loses to failures' slowdowns, by ledger category.
+
+        Used when the fabric/power physics is off; with it on, failed switches and links and
+        lost cooling act through routing and the power model instead.
+        """
         s = self.e.state
         nodes = run.placement.nodes
         racks = self.e.plan.node_rack[nodes]
         if any(self.throttled_racks.get(int(r), 0) > 0 for r in np.unique(racks)):
-            return THROTTLE_FACTOR, "throttled"
+            return (("throttled", 1.0 - THROTTLE_FACTOR),)
         leaves = s.domain["leaf"][nodes]
         if np.unique(leaves).size > 1:
             pods = np.unique(s.domain["pod"][nodes]).tolist()
             lost = sum(self.slowed.get(p, 0.0) for p in pods) + self.slowed.get(-1, 0.0)
             if lost > 0:
-                return max(0.1, 1.0 - SLOW_PER_LOST_SPINE * min(1.0, lost)), \
-                    "exposed_communication"
-        return 1.0, "exposed_communication"
+                return (("exposed_communication", min(0.9, SLOW_PER_LOST_SPINE * min(1.0, lost))),)
+        return ()
 
-    def _reslow(self) -> list[int]:
-        """Re-rate every running gang whose slowdown changed; return those hit."""
+    def _rerate_all(self) -> list[int]:
+        """Re-rate every running gang whose speed changed; return those hit."""
         e = self.e
-        hit = []
-        for run in list(e.running.values()):
-            if run.state != "running":
-                continue
-            factor, cat = self.slow_factor(run)
-            if abs(factor - run.slow) > 1e-12:
-                e.reslow(run, factor, cat)
-                hit.append(run.idx)
-        return hit
+        return [run.idx for run in list(e.running.values())
+                if run.state == "running" and e.rerate(run)]
 
     def report(self) -> dict:
         by_component: Counter = Counter()
