@@ -22,7 +22,12 @@ from scheduler.policies import REGISTRY
 from scheduler.presets import PRESETS
 from scheduler.report import build_report
 from scheduler.workload.jobs import Workload
-from scheduler.workload.scenarios import scaled_preset, scenario_workload
+from scheduler.workload.scenarios import (
+    REFABRIC_KINDS,
+    refabric,
+    scaled_preset,
+    scenario_workload,
+)
 from scheduler.workload.traces import read_trace
 
 MAX_DAYS = 366.0
@@ -47,7 +52,8 @@ def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "de
                    gpus: int | None = None, trace: str | os.PathLike | None = None,
                    placement: str | None = None, failures: bool = True,
                    checkpoint_interval=None, recovery: str = "disk",
-                   spares: float | None = None) -> None:
+                   spares: float | None = None,
+                   fabric: str | None = None, oversubscription: float | None = None) -> None:
     """Raise :class:`ScenarioError` unless every option is valid.
 
     Parameters are those of :func:`run_scenario`.
@@ -86,6 +92,13 @@ def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "de
     if spares is not None and (isinstance(spares, bool) or not isinstance(spares, int | float)
                                or not 0 <= spares < 1):
         raise ScenarioError(f"spares must be a fraction in [0, 1), not {spares!r}")
+    if fabric is not None and fabric not in REFABRIC_KINDS:
+        raise ScenarioError(f"unknown fabric {fabric!r}; choose one of: "
+                            f"{', '.join(REFABRIC_KINDS)}")
+    if oversubscription is not None and (
+            isinstance(oversubscription, bool) or not isinstance(oversubscription, int | float)
+            or not (math.isfinite(oversubscription) and oversubscription >= 1)):
+        raise ScenarioError(f"oversubscription must be a number >= 1, not {oversubscription!r}")
     if trace is not None and not Path(trace).is_file():
         raise ScenarioError(f"trace file {os.fspath(trace)!r} does not exist or is not a file")
 
@@ -94,7 +107,8 @@ def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "d
                     gpus: int | None = None, trace: str | os.PathLike | None = None,
                     placement: str | None = None, failures: bool = True,
                     checkpoint_interval=None, recovery: str = "disk",
-                    spares: float | None = None) -> tuple[Engine, dict]:
+                    spares: float | None = None, fabric: str | None = None,
+                    oversubscription: float | None = None) -> tuple[Engine, dict]:
     """Validate the options and build the engine at time 0, with its ``scenario`` description.
 
     Parameters are those of :func:`run_scenario`.  Raises :class:`ScenarioError` for a bad
@@ -104,10 +118,14 @@ def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "d
     options = {"failures": failures, "checkpoint_interval": checkpoint_interval,
                "recovery": recovery, "spares": spares}
     check_scenario(preset=preset, days=days, seed=seed, policy=policy, gpus=gpus, trace=trace,
-                   placement=placement, **options)
+                   placement=placement, fabric=fabric, oversubscription=oversubscription,
+                   **options)
     seed = int(seed)
     spec, scale = scaled_preset(preset, None if gpus is None else int(gpus))
-    plan = spec.plan()
+    try:
+        plan = refabric(spec, fabric, oversubscription).plan()
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
     scenario: dict = {"preset": preset, "days": days, "gpus_requested": gpus,
                       "trace": None, "trace_source": None}
     if trace is None:
@@ -133,7 +151,8 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
                  gpus: int | None = None, trace: str | os.PathLike | None = None,
                  placement: str | None = None, failures: bool = True,
                  checkpoint_interval=None, recovery: str = "disk",
-                 spares: float | None = None,
+                 spares: float | None = None, fabric: str | None = None,
+                 oversubscription: float | None = None,
                  progress: Callable[[float], None] | None = None) -> tuple[Engine, dict]:
     """Run a scenario for ``days`` of simulated time; return the engine and its report.
 
@@ -164,6 +183,10 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
         Checkpoint to the central tier, or in-memory replicas on peers (Gemini).
     spares : float, optional
         Fraction of nodes held as hot spares (default: the preset's).
+    fabric : str, optional
+        Replace the preset's scale-out fabric: fat-tree, dragonfly+, rail or island.
+    oversubscription : float, optional
+        Oversubscription of a fat-tree's leaves or above an island (>= 1).
     progress : callable, optional
         Called now and then with the simulated time reached, s.
 
@@ -192,7 +215,8 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
                                        gpus=gpus, trace=trace, placement=placement,
                                        failures=failures,
                                        checkpoint_interval=checkpoint_interval,
-                                       recovery=recovery, spares=spares)
+                                       recovery=recovery, spares=spares, fabric=fabric,
+                                       oversubscription=oversubscription)
     engine.run_until(days * 86400.0, progress=progress)
     report = build_report(engine, scenario=scenario,
                           wall_seconds=time.perf_counter() - started)

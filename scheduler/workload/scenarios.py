@@ -166,3 +166,31 @@ def scaled_preset(name: str, gpus: int | None) -> tuple[Preset, float]:
     return replace(preset, groups=tuple(groups),
                    central_read_gb_s=preset.central_read_gb_s * f,
                    central_write_gb_s=preset.central_write_gb_s * f), f
+
+
+REFABRIC_KINDS = ("fat-tree", "dragonfly+", "rail", "island")
+OVERSUBSCRIBABLE = ("fat-tree", "island")
+
+
+def refabric(preset: Preset, kind: str | None, oversubscription: float | None) -> Preset:
+    """The preset with another scale-out fabric (same nodes), for what-if comparisons.
+
+    ``oversubscription`` applies to fat-trees (leaf uplinks) and islands (above the island).
+    """
+    if kind is None and oversubscription is None:
+        return preset
+    kind = kind or preset.fabric_kind
+    if kind not in REFABRIC_KINDS:
+        raise ValueError(f"unknown fabric {kind!r}; choose one of: {', '.join(REFABRIC_KINDS)}")
+    kw = {"radix": preset.fabric_kw.get("radix", 64)} if kind != preset.fabric_kind else dict(
+        preset.fabric_kw)
+    if oversubscription is not None:
+        if kind not in OVERSUBSCRIBABLE:
+            raise ValueError(f"--oversubscription applies to {' and '.join(OVERSUBSCRIBABLE)} "
+                             f"fabrics, not {kind}")
+        if not oversubscription >= 1:
+            raise ValueError(f"oversubscription must be >= 1, not {oversubscription!r}")
+        kw["oversubscription"] = float(oversubscription)
+    if kind == "rail":
+        kw.pop("radix", None)
+    return replace(preset, fabric_kind=kind, fabric_kw=kw)

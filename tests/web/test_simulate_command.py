@@ -1,6 +1,7 @@
 """simulate: reports with every figure, seeded repeatability, trace replay and clear refusals."""
 
 import copy
+import io
 import json
 import subprocess
 import sys
@@ -170,3 +171,27 @@ def test_gpus_scales_llama3_and_its_frontier_job(tmp_path):
     assert r["scenario"]["gpus_requested"] == 1024
     assert 512 <= r["largest_job"]["gpus"] <= 1024
     assert r["largest_job"]["state"] == "running"
+
+
+def test_fabric_flag_swaps_the_scale_out_fabric(tmp_path):
+    out = tmp_path / "r.json"
+    call_command("simulate", "--preset", "superpod-h100", "--days", "0.2",
+                 "--fabric", "fat-tree", "--oversubscription", "2", "--json", str(out),
+                 stdout=io.StringIO(), stderr=io.StringIO())
+    report = json.loads(out.read_text())
+    assert report["scenario"]["fabric"] == "fat-tree"
+    assert report["scenario"]["gpus"] == 1016
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--fabric", "torus"), "unknown fabric"),
+    (("--fabric", "rail", "--oversubscription", "2"), "applies to fat-tree and island"),
+    (("--oversubscription", "0.5"), ">= 1"),
+])
+def test_bad_fabric_flags_exit_2(tmp_path, flags, message):
+    out = tmp_path / "r.json"
+    with pytest.raises(CommandError) as err:
+        call_command("simulate", "--preset", "superpod-h100", "--days", "0.1", *flags,
+                     "--json", str(out), stdout=io.StringIO(), stderr=io.StringIO())
+    assert err.value.returncode == 2 and message in str(err.value)
+    assert not out.exists()

@@ -68,6 +68,18 @@ def _interval(raw: str | None):
     return value
 
 
+def _ratio(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(f"--oversubscription must be a number >= 1, not {raw!r}") from None
+    if not (math.isfinite(value) and value >= 1):
+        raise _refuse(f"--oversubscription must be a number >= 1, not {raw!r}")
+    return value
+
+
 def _fraction(raw: str | None) -> float | None:
     if raw is None:
         return None
@@ -177,6 +189,10 @@ class Command(BaseCommand):
         parser.add_argument("--recovery", default="disk", help="disk (default) or memory")
         parser.add_argument("--spares", metavar="FRACTION",
                             help="fraction of nodes held as hot spares (default: the preset's)")
+        parser.add_argument("--fabric", help="replace the preset's scale-out fabric: "
+                            "fat-tree, dragonfly+, rail or island")
+        parser.add_argument("--oversubscription", metavar="R",
+                            help="oversubscription (>= 1) of a fat-tree's leaves or above islands")
         parser.add_argument("--json", metavar="PATH|-", help="write the report as JSON")
 
     def execute(self, *args, **options):
@@ -216,7 +232,9 @@ class Command(BaseCommand):
               "gpus": _integer("--gpus", opts["gpus"], minimum=1), "trace": opts["trace"],
               "failures": _on_off("--failures", opts["failures"]),
               "checkpoint_interval": _interval(opts["checkpoint_interval"]),
-              "recovery": opts["recovery"], "spares": _fraction(opts["spares"])}
+              "recovery": opts["recovery"], "spares": _fraction(opts["spares"]),
+              "fabric": opts["fabric"],
+              "oversubscription": _ratio(opts["oversubscription"])}
         try:
             check_scenario(**kw)
         except ScenarioError as exc:
