@@ -1,0 +1,219 @@
+"""``collective``: price one NCCL collective on a preset's (or a named) accelerator and NIC.
+
+The model is :mod:`scheduler.fabric.collectives`; this command parses and checks the flags,
+prints the candidate algorithms as a table and writes the chosen one as JSON.  ``--preset``
+takes the accelerator, its NIC speed and the fabric kind from the preset's first node group;
+otherwise ``--accelerator`` (default H100-SXM), ``--nic-gbps`` (default 400) and ``--fabric``
+(default rail).  Ranks sit ``scaleup_domain`` to a node (8 on HGX, 72 on NVL72).  ``--fabric``
+only labels the result; ``--oversubscription R`` gives the scale-out traffic a share ``1/R``
+when the communicator spans more than one node.  The command does not place the
+communicator, so it takes the worst case: every inter-node hop leaves its pod through the
+oversubscribed layer (the routing layer refines the share per placement).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.fabric.collectives import algorithms, collective, scaleout_link, scaleup_link
+from scheduler.fabric.topology import KINDS
+from scheduler.hardware.catalog import get as get_model
+from scheduler.presets import PRESETS, get_preset
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+CHOICES = ("auto", "ring", "tree", "nvls")
+_SUFFIX = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+_SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?")
+
+
+def _refuse(message: str) -> CommandError:
+    return CommandError(message, returncode=2)
+
+
+def parse_bytes(raw: str) -> float:
+    """``8``, ``1e9``, ``8K``, ``256M``, ``1G``, ``2GiB``: suffixes are powers of 2 (nccl-tests).
+
+    >>> parse_bytes("256M") == 256 * 2 ** 20
+    True
+    """
+    message = f"--bytes must be a positive size such as 1048576, 256M or 8G, not {raw!r}"
+    match = _SIZE.fullmatch(raw.strip().upper())
+    try:
+        value = float(match[1]) * _SUFFIX[match[2]] if match else float(raw)
+    except ValueError:
+        raise _refuse(message) from None
+    if not (math.isfinite(value) and value > 0):
+        raise _refuse(message)
+    return value
+
+
+def _size(nbytes: float) -> str:
+    for suffix, scale in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {suffix}"
+    return f"{nbytes:g} B"
+
+
+def _gpus(raw: str | None) -> int:
+    if raw is None:
+        raise _refuse("--gpus is required (a positive integer)")
+    message = f"--gpus must be a positive integer, not {raw!r}"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _refuse(message) from None
+    if value < 1:
+        raise _refuse(message)
+    return value
+
+
+def _nic_gbps(raw: str | None) -> float:
+    if raw is None:
+        return 400.0
+    message = f"--nic-gbps must be a positive number of Gb/s such as 400, not {raw!r}"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(message) from None
+    if not (math.isfinite(value) and value > 0):
+        raise _refuse(message)
+    return value
+
+
+def _oversubscription(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    message = f"--oversubscription must be a ratio >= 1 such as 7, not {raw!r}"
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(message) from None
+    if not (math.isfinite(value) and value >= 1):
+        raise _refuse(message)
+    return value
+
+
+class Command(BaseCommand):
+    help = "Price one collective (time, algbw, busbw as nccl-tests reports them)."
+
+    def add_arguments(self, parser):
+        # Values are parsed here, not by argparse, so every bad flag is one line and status 2.
+        parser.add_argument("--op", help=f"one of: {', '.join(OPS)} (required)")
+        parser.add_argument("--bytes", help="size S as nccl-tests prints it: 8M, 1G, ... "
+                                            "(powers of 2; required)")
+        parser.add_argument("--gpus", help="ranks (required)")
+        parser.add_argument("--preset", help=f"take accelerator and NIC from: {', '.join(PRESETS)}")
+        parser.add_argument("--accelerator", help="accelerator model (default H100-SXM)")
+        parser.add_argument("--fabric", help=f"scale-out kind label: {', '.join(KINDS)} "
+                                             "(default: the preset's, else rail)")
+        parser.add_argument("--nic-gbps", help="NIC line rate per GPU, Gb/s (default 400)")
+        parser.add_argument("--algorithm", default="auto", help=f"one of: {', '.join(CHOICES)}")
+        parser.add_argument("--oversubscription", metavar="R",
+                            help="scale-out share 1/R for traffic leaving a pod")
+        parser.add_argument("--json", metavar="PATH|-", help="write the result as JSON")
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+
+        def error(message):
+            if parser.called_from_command_line:
+                parser.exit(2, f"CommandError: {message}\n")
+            raise _refuse(message)
+
+        parser.error = error
+        return parser
+
+    def execute(self, *args, **options):
+        self._json_to_stdout = options.get("json") == "-"
+        return super().execute(*args, **options)
+
+    def handle(self, *args, **opts):
+        report = self._run(opts)
+        self._print(report)
+        if opts["json"]:
+            text = json.dumps(report, indent=2)
+            if opts["json"] == "-":
+                sys.stdout.write(text + "\n")
+                return
+            try:
+                with open(opts["json"], "w") as fh:
+                    fh.write(text + "\n")
+            except OSError as exc:
+                raise _refuse(f"cannot write {opts['json']}: {exc.strerror}") from None
+
+    def _run(self, opts) -> dict:
+        op = opts["op"]
+        if op not in OPS:
+            raise _refuse(f"--op must be one of: {', '.join(OPS)}, not {op!r}" if op else
+                          f"--op is required: one of {', '.join(OPS)}")
+        if opts["bytes"] is None:
+            raise _refuse("--bytes is required (e.g. 1G)")
+        nbytes = parse_bytes(opts["bytes"])
+        gpus = _gpus(opts["gpus"])
+        if opts["algorithm"] not in CHOICES:
+            raise _refuse(f"--algorithm must be one of: {', '.join(CHOICES)}, not "
+                          f"{opts['algorithm']!r}")
+        ratio = _oversubscription(opts["oversubscription"])
+        model, nic_gbps, fabric = self._hardware(opts)
+        up, out = scaleup_link(model), scaleout_link(nic_gbps)
+        per_node = model.scaleup_domain
+        share = 1.0 / ratio if ratio and gpus > per_node else 1.0
+        names = (algorithms(op, gpus=gpus, gpus_per_node=per_node, scaleup=up)
+                 if opts["algorithm"] == "auto" else (opts["algorithm"],))
+        try:
+            chosen = collective(op, nbytes, gpus, gpus_per_node=per_node, scaleup=up,
+                                scaleout=out, algorithm=opts["algorithm"],
+                                scaleout_share=share)
+            others = [collective(op, nbytes, gpus, gpus_per_node=per_node, scaleup=up,
+                                 scaleout=out, algorithm=a, scaleout_share=share)
+                      for a in names] if gpus > 1 else [chosen]
+        except ValueError as exc:
+            raise _refuse(str(exc)) from None
+        return {
+            "op": op, "bytes": nbytes, "gpus": gpus, "gpus_per_node": per_node,
+            "nodes": chosen.nodes, "algorithm": chosen.algorithm, "time_s": chosen.time_s,
+            "algbw_GB_s": chosen.algbw_GB_s, "busbw_GB_s": chosen.busbw_GB_s,
+            "accelerator": model.name, "nic_gbps": nic_gbps, "fabric": fabric,
+            "preset": opts["preset"], "oversubscription": ratio, "scaleout_share": share,
+            "scaleup_GB_s": up.bw_gb_s, "scaleout_GB_s": out.bw_gb_s,
+            "candidates": {r.algorithm: {"time_s": r.time_s, "algbw_GB_s": r.algbw_GB_s,
+                                         "busbw_GB_s": r.busbw_GB_s} for r in others},
+        }
+
+    def _hardware(self, opts):
+        if opts["preset"] and (opts["accelerator"] or opts["fabric"] or opts["nic_gbps"]):
+            raise _refuse("give --preset or --accelerator/--fabric/--nic-gbps, not both")
+        nic_gbps = _nic_gbps(opts["nic_gbps"])
+        try:
+            if opts["preset"]:
+                preset = get_preset(opts["preset"])
+                group = preset.groups[0]
+                return get_model(group.model), group.shape.nic_gbps, preset.fabric_kind
+            fabric = opts["fabric"] or "rail"
+            if fabric not in KINDS:
+                raise _refuse(f"unknown fabric {fabric!r}; choose one of: {', '.join(KINDS)}")
+            return get_model(opts["accelerator"] or "H100-SXM"), nic_gbps, fabric
+        except KeyError as exc:
+            raise _refuse(str(exc).strip("'\"")) from None
+
+    def _print(self, r: dict) -> None:
+        out = self.stderr if self._json_to_stdout else self.stdout
+        share = f", scale-out share {r['scaleout_share']:.3g}" if r["scaleout_share"] < 1 else ""
+        out.write(f"{r['op']} of {_size(r['bytes'])} ({r['bytes']:,.0f} B) on {r['gpus']:,} GPUs "
+                  f"({r['nodes']:,} node(s), up to {r['gpus_per_node']} per scale-up domain); "
+                  f"{r['accelerator']} scale-up {r['scaleup_GB_s']:.0f} GB/s, "
+                  f"{r['nic_gbps']:g}G NIC {r['scaleout_GB_s']:.1f} GB/s, {r['fabric']} "
+                  f"fabric{share}")
+        rows = [(name + (" *" if name == r["algorithm"] else ""), f"{c['time_s'] * 1e3:,.3f}",
+                 f"{c['algbw_GB_s']:,.2f}", f"{c['busbw_GB_s']:,.2f}")
+                for name, c in r["candidates"].items()]
+        headers = ("algorithm", "time ms", "algbw GB/s", "busbw GB/s")
+        widths = [max(len(x) for x in col) for col in zip(headers, *rows, strict=True)]
+        for row in (headers, tuple("-" * w for w in widths), *rows):
+            out.write("  " + "  ".join(c.ljust(w) if j == 0 else c.rjust(w)
+                                       for j, (c, w) in enumerate(zip(row, widths, strict=True))))
