@@ -25,7 +25,7 @@ _DRILL_MODES = {
 }
 STORAGE_MODE = FailureMode("drill_storage_slowdown", "storage", 0.0, 0, 1, source="drill")
 KINDS = tuple(_DRILL_MODES) + ("storage_slowdown", "inference_surge", "supply_cut",
-                               "cloud_region_loss")
+                               "cloud_region_loss", "power_cap")
 
 
 def _units(engine, component: str) -> int:
@@ -107,6 +107,23 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
         jobs = engine.cloud_region_loss(pools.index(target))
         result = {"kind": kind, "target": target, "jobs": jobs,
                   "gpus": sum(engine.runs[i].gpus for i in jobs)}
+    elif kind == "power_cap":
+        if engine.physics is None:
+            raise ValueError("a power-cap drill needs the power model (simulate --physics on)")
+        fraction = _positive("fraction", params.get("fraction", 0.8), 1.0)
+        power = engine.physics.power
+        if target in (None, "random", "all"):
+            power.cap_all(fraction)
+            target = "all"
+        else:
+            rack = _target(engine, "rack", "pdu", target, rng)
+            power.cap_rack(rack, float(power.base_caps_kw[rack]) * fraction)
+            target = rack
+        engine.physics_refresh()
+        hit = sorted(i for i, theta in engine.physics.throttle.items() if theta < 1.0)
+        result = {"kind": kind, "target": target, "fraction": fraction,
+                  "jobs": [engine.runs[i].spec.name for i in hit],
+                  "gpus": sum(engine.runs[i].gpus for i in hit)}
     else:
         raise ValueError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
     engine.log("drill", f"drill {kind} on {result['target']}: {len(result['jobs'])} job(s), "

@@ -32,6 +32,7 @@ from scheduler.job_run import (
     segment_length,
 )
 from scheduler.ledger import Ledger
+from scheduler.physics import Physics
 from scheduler.placement import Placer, Request
 from scheduler.policies import get_policy
 from scheduler.reliability import FailureEngine
@@ -40,7 +41,7 @@ from scheduler.state import ClusterState
 from scheduler.workload.jobs import AFFINITIES, TrainingJob, Workload
 
 # event kinds, in the order they are handled within one instant: capacity is freed first
-FINISH, DRAIN_DONE, CLOUD_DONE, DEMAND, ARRIVE, BURST_CHECK, REPAIR, DETECT, FAIL = range(9)
+FINISH, DRAIN_DONE, CLOUD_DONE, DEMAND, ARRIVE, BURST_CHECK, REPAIR, DETECT, FAIL, TICK = range(10)
 
 
 class Engine:
@@ -71,13 +72,19 @@ class Engine:
         Checkpoint to the central tier, or to peers' memory (Gemini) with disk as fallback.
     spares : float, optional
         Fraction of each model's nodes held as hot spares (default: the plan's own).
+    physics : bool
+        Let the fabric, storage and power models set each gang's speed
+        (:mod:`scheduler.physics`); off, gangs compute at their kernel efficiency.
+    physics_tick_s : float
+        How often the physics is re-evaluated, s.
     """
 
     def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
                  policy: str = "default", placement: str | None = None,
                  demand_step_s: float = 900.0, failures: bool = False,
                  weibull_shape: float | None = None, checkpoint_interval=None,
-                 recovery: str = "disk", spares: float | None = None):
+                 recovery: str = "disk", spares: float | None = None,
+                 physics: bool = False, physics_tick_s: float = 1800.0):
         self.plan = plan
         self.workload = workload
         self.seed = int(seed)
@@ -124,10 +131,13 @@ class Engine:
         self.cloud = CloudPools(plan.cloud_pools)
         self.fleet = InferenceFleet(self, workload.services, demand_step_s)
         self.reliability = FailureEngine(self, enabled=failures, weibull_shape=weibull_shape)
+        self.physics = Physics(self, tick_s=physics_tick_s) if physics else None
         for run in self.runs:
             self._push(run.spec.submit_s, ARRIVE, run.idx)
         self.fleet.start()
         self.reliability.start()
+        if self.physics is not None:
+            self.physics.start()
 
     def _set_spares(self, fraction: float) -> None:
         if not 0 <= fraction < 1:
@@ -216,6 +226,8 @@ class Engine:
                 self._detected(run)
         elif kind == REPAIR:
             self.reliability.on_repair(a)
+        elif kind == TICK:
+            self.physics.on_tick()
 
     def log(self, kind: str, text: str, **extra) -> None:
         self.events.append({"t": round(self.now, 3), "kind": kind, "text": text, **extra})
@@ -408,6 +420,8 @@ class Engine:
         if lost_category == "lost_work":
             run.lost_gpu_s += g * lost
         ledger.book("recovery", m, g * b.recovery_s)
+        if run.write_s > 0:
+            ledger.checkpoint_gb += b.stall_s // run.write_s * run.spec.checkpoint_gb
         ledger.book("checkpoint_stall", m, g * b.stall_s)
         return kept
 
@@ -539,7 +553,14 @@ class Engine:
 
     def speed_split(self, run: JobRun) -> tuple[tuple[str, float], ...]:
         """Share of a placed gang's wall time lost, per ledger category (the rest computes)."""
+        if self.physics is not None:
+            return self.physics.split(run)
         return self.reliability.slow_split(run)
+
+    def physics_refresh(self) -> None:
+        """The fabric, cooling or storage changed: re-evaluate the physics now."""
+        if self.physics is not None:
+            self.physics.refresh()
 
     def rerate(self, run: JobRun, tolerance: float = 1e-9) -> bool:
         """Recompute a running gang's speed; start a new segment if it changed."""

@@ -49,6 +49,7 @@ class Ledger:
         self.peak = np.asarray(peak_flops, dtype=float)
         self.gpu_s = np.zeros((len(CATEGORIES), self.peak.size))
         self.achieved_flops = 0.0
+        self.checkpoint_gb = 0.0
 
     def book(self, category: str, model: int, gpu_seconds: float,
              achieved_flops: float = 0.0) -> None:
@@ -65,6 +66,7 @@ class Ledger:
         out = Ledger(self.peak)
         out.gpu_s = self.gpu_s.copy()
         out.achieved_flops = self.achieved_flops
+        out.checkpoint_gb = self.checkpoint_gb
         return out
 
     def total_gpu_s(self) -> float:

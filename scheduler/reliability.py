@@ -52,6 +52,11 @@ class FailureEngine:
         self.spare_target = np.bincount(s.node_model[s.node_spare], minlength=s.n_models)
         self.slowed: Counter = Counter()   # pod -> lost uplink share (spine/link failures)
         self.throttled_racks: Counter = Counter()
+        # what the fabric and power physics read: failed switches and links, rows without
+        # (part of) their cooling
+        self.failed_switches: Counter = Counter()
+        self.failed_links: Counter = Counter()
+        self.cooling_lost: Counter = Counter()
         self.down_count = np.zeros(engine.plan.n_nodes, dtype=np.int64)
         self._repairs: dict[int, tuple[FailureMode, int, np.ndarray | None]] = {}
         self._repair_id = 0
@@ -124,12 +129,14 @@ class FailureEngine:
             pod = self._pod_of_switch_unit(mode.component, unit)
             share = self._lost_share(mode.component, pod)
             self.slowed[pod] += share
+            self._mark_fabric(mode.component, unit, +1)
             hit = self._rerate_all()
             self._push_repair(mode, unit, repair_s)
         elif effect == "throttle":
             racks = np.unique(e.plan.node_rack[nodes])
             for r in racks.tolist():
                 self.throttled_racks[r] += 1
+            self.cooling_lost[unit] += 1
             hit = self._rerate_all()
             self._push_repair(mode, unit, repair_s)
         elif effect == "slow_storage":
@@ -214,11 +221,13 @@ class FailureEngine:
         elif effect == "slow":
             pod = self._pod_of_switch_unit(mode.component, unit)
             self.slowed[pod] -= self._lost_share(mode.component, pod)
+            self._mark_fabric(mode.component, unit, -1)
             self._rerate_all()
         elif effect == "throttle":
             nodes = self.nodes_of(mode.component, unit)
             for r in np.unique(e.plan.node_rack[nodes]).tolist():
                 self.throttled_racks[r] -= 1
+            self.cooling_lost[unit] -= 1
             self._rerate_all()
         elif effect == "slow_storage":
             e.storage_factor /= self._storage_factors.pop(rid, STORAGE_SLOW_FACTOR)
@@ -275,9 +284,17 @@ class FailureEngine:
                 return (("exposed_communication", min(0.9, SLOW_PER_LOST_SPINE * min(1.0, lost))),)
         return ()
 
+    def _mark_fabric(self, component: str, unit: int, sign: int) -> None:
+        if component == "spine":
+            sw = int(np.flatnonzero(self.e.plan.fabric.switch_tier > 0)[unit])
+            self.failed_switches[sw] += sign
+        else:
+            self.failed_links[unit] += sign
+
     def _rerate_all(self) -> list[int]:
         """Re-rate every running gang whose speed changed; return those hit."""
         e = self.e
+        e.physics_refresh()
         return [run.idx for run in list(e.running.values())
                 if run.state == "running" and e.rerate(run)]
 

@@ -77,6 +77,7 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
         "interruptions": {"unplanned": rel.unplanned, "planned": rel.planned,
                           "by_cause": dict(sorted(rel.interruptions.items()))},
         "failures": rel.report(),
+        **physics_figures(engine, led),
         "recovery": {"mode": engine.recovery,
                      "checkpoint_interval": engine.checkpoint_interval or "per job",
                      "failures": rel.enabled},
@@ -90,6 +91,14 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
             if c["scheduler_wall_s"] > 0 else None,
         },
     }
+
+
+def physics_figures(engine, led) -> dict:
+    """``network``, ``storage`` and ``power``: measured when the physics runs."""
+    if engine.physics is None:
+        off = {"model": "off (simulate --physics on)"}
+        return {"network": off, "storage": off, "power": off}
+    return engine.physics.report(led)
 
 
 def largest_job(engine, run) -> dict:

@@ -53,7 +53,8 @@ def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "de
                    placement: str | None = None, failures: bool = True,
                    checkpoint_interval=None, recovery: str = "disk",
                    spares: float | None = None,
-                   fabric: str | None = None, oversubscription: float | None = None) -> None:
+                   fabric: str | None = None, oversubscription: float | None = None,
+                   physics: bool = True) -> None:
     """Raise :class:`ScenarioError` unless every option is valid.
 
     Parameters are those of :func:`run_scenario`.
@@ -80,6 +81,8 @@ def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "de
         raise ScenarioError(f"gpus must be a positive integer, not {gpus!r}")
     if not isinstance(failures, bool):
         raise ScenarioError(f"failures must be on or off, not {failures!r}")
+    if not isinstance(physics, bool):
+        raise ScenarioError(f"physics must be on or off, not {physics!r}")
     if checkpoint_interval not in (None, "auto") and (
             isinstance(checkpoint_interval, bool)
             or not isinstance(checkpoint_interval, int | float)
@@ -108,7 +111,8 @@ def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "d
                     placement: str | None = None, failures: bool = True,
                     checkpoint_interval=None, recovery: str = "disk",
                     spares: float | None = None, fabric: str | None = None,
-                    oversubscription: float | None = None) -> tuple[Engine, dict]:
+                    oversubscription: float | None = None,
+                    physics: bool = True) -> tuple[Engine, dict]:
     """Validate the options and build the engine at time 0, with its ``scenario`` description.
 
     Parameters are those of :func:`run_scenario`.  Raises :class:`ScenarioError` for a bad
@@ -116,7 +120,7 @@ def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "d
     trace.
     """
     options = {"failures": failures, "checkpoint_interval": checkpoint_interval,
-               "recovery": recovery, "spares": spares}
+               "recovery": recovery, "spares": spares, "physics": physics}
     check_scenario(preset=preset, days=days, seed=seed, policy=policy, gpus=gpus, trace=trace,
                    placement=placement, fabric=fabric, oversubscription=oversubscription,
                    **options)
@@ -152,7 +156,7 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
                  placement: str | None = None, failures: bool = True,
                  checkpoint_interval=None, recovery: str = "disk",
                  spares: float | None = None, fabric: str | None = None,
-                 oversubscription: float | None = None,
+                 oversubscription: float | None = None, physics: bool = True,
                  progress: Callable[[float], None] | None = None) -> tuple[Engine, dict]:
     """Run a scenario for ``days`` of simulated time; return the engine and its report.
 
@@ -187,6 +191,9 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
         Replace the preset's scale-out fabric: fat-tree, dragonfly+, rail or island.
     oversubscription : float, optional
         Oversubscription of a fat-tree's leaves or above an island (>= 1).
+    physics : bool
+        Fabric routing, storage tiers and power limits set each gang's speed (off: compute at
+        kernel efficiency only).
     progress : callable, optional
         Called now and then with the simulated time reached, s.
 
@@ -216,7 +223,7 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
                                        failures=failures,
                                        checkpoint_interval=checkpoint_interval,
                                        recovery=recovery, spares=spares, fabric=fabric,
-                                       oversubscription=oversubscription)
+                                       oversubscription=oversubscription, physics=physics)
     engine.run_until(days * 86400.0, progress=progress)
     report = build_report(engine, scenario=scenario,
                           wall_seconds=time.perf_counter() - started)

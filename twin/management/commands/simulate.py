@@ -151,6 +151,24 @@ def summary_lines(r: dict) -> list[str]:
                     f"(write {_num(big['checkpoint_write_s'])} s), restart "
                     f"{_num(big['restart_s'], ',.0f')} s, ETTR {_num(big['ettr'], '.3f')}, "
                     f"lost {_num(big['lost_gpu_hours'], ',.0f')} GPU-h"]
+    net, sto, pw = r["network"], r["storage"], r["power"]
+    if "model" not in net:
+        rows = [(f"{tier} link utilisation mean / p99",
+                 f"{100 * v['mean']:.1f} % / {100 * v['p99']:.1f} %")
+                for tier, v in net["link_utilisation"].items()]
+        rows += [("exposed communication GPU-hours",
+                  _num(net["exposed_communication_gpu_hours"], ",.0f")),
+                 ("data stall GPU-hours", _num(sto["data_stall_gpu_hours"], ",.0f")),
+                 ("checkpoint GB written", _num(sto["checkpoint_gb_written"], ",.0f"))]
+        if pw:
+            rows += [("IT MW peak / mean",
+                      f"{pw['it_mw']['peak']:.2f} / {pw['it_mw']['mean']:.2f}"),
+                     ("facility MW peak / mean",
+                      f"{pw['facility_mw']['peak']:.2f} / {pw['facility_mw']['mean']:.2f}"),
+                     ("energy MWh (facility)", _num(pw["energy_mwh"]["facility"], ",.0f")),
+                     ("rack peak kW (max)", _num(pw["rack_peak_kw"]["max"], ",.1f"))]
+        out += ["", "Network, storage and power"]
+        out += _table(("figure", "value"), rows)
     inf, cloud, sched = r["inference"], r["cloud"], r["scheduler"]
     slo = inf["slo_attainment"]
     out += ["", "Inference, cloud and scheduler"]
@@ -189,6 +207,8 @@ class Command(BaseCommand):
         parser.add_argument("--recovery", default="disk", help="disk (default) or memory")
         parser.add_argument("--spares", metavar="FRACTION",
                             help="fraction of nodes held as hot spares (default: the preset's)")
+        parser.add_argument("--physics", default="on", help="on (default): fabric routing, "
+                            "storage and power set each job's speed; off: compute only")
         parser.add_argument("--fabric", help="replace the preset's scale-out fabric: "
                             "fat-tree, dragonfly+, rail or island")
         parser.add_argument("--oversubscription", metavar="R",
@@ -233,7 +253,7 @@ class Command(BaseCommand):
               "failures": _on_off("--failures", opts["failures"]),
               "checkpoint_interval": _interval(opts["checkpoint_interval"]),
               "recovery": opts["recovery"], "spares": _fraction(opts["spares"]),
-              "fabric": opts["fabric"],
+              "fabric": opts["fabric"], "physics": _on_off("--physics", opts["physics"]),
               "oversubscription": _ratio(opts["oversubscription"])}
         try:
             check_scenario(**kw)
