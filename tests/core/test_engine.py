@@ -95,7 +95,7 @@ def test_peek_returns_the_time_of_the_next_event_and_step_advances_to_it():
     assert e.peek() == 0.5 * HOUR
     e.step()
     assert e.now == 0.5 * HOUR and e.runs[1].state == RUNNING
-    assert e.peek() == 1.0 * HOUR  # the first job's end
+    assert e.peek() == pytest.approx(1.0 * HOUR)  # the first job's end
 
 
 def test_step_returns_false_when_no_event_is_left():
@@ -114,7 +114,7 @@ def test_run_until_handles_events_at_t_and_stops_with_the_clock_at_t():
     assert e.now == 0.5 * HOUR and e.runs[1].state == RUNNING
     e.run_until(0.75 * HOUR)
     assert e.now == 0.75 * HOUR
-    assert e.peek() == 1.0 * HOUR
+    assert e.peek() == pytest.approx(1.0 * HOUR)
     e.run_until(10 * HOUR)
     assert e.now == 10 * HOUR and e.peek() is None
 
@@ -224,7 +224,7 @@ def test_a_burstable_job_blocked_past_its_patience_runs_in_the_cloud_pool():
                                                burst_after_s=3600))
     e = run_engine(plan, wl, until_h=24)
     blocker, burst = e.runs
-    assert burst.state == DONE and burst.first_start == 3600
+    assert burst.state == DONE and burst.first_start == pytest.approx(3600)
     runtime = 3 * HOUR * get("H100-SXM").bf16_tflops / get("B200").bf16_tflops
     assert burst.end_s == pytest.approx(3600 + 600 + runtime)
     cloud = build_report(e, scenario={}, wall_seconds=0.0)["cloud"]
@@ -241,7 +241,7 @@ def test_a_burstable_job_that_starts_before_its_patience_runs_out_stays_on_premi
     wl = workload(job(gpus=16, hours=0.5), job(gpus=16, hours=1, burstable=True,
                                                 burst_after_s=3600))
     e = run_engine(plan, wl, until_h=3)
-    assert e.runs[1].first_start == 0.5 * HOUR and e.runs[1].cloud_pool == -1
+    assert e.runs[1].first_start == pytest.approx(0.5 * HOUR) and e.runs[1].cloud_pool == -1
     assert e.cloud.report([], e.now)["jobs"] == 0
 
 

@@ -109,9 +109,9 @@ def literal_fifo() -> Engine:
 
 def test_literal_fifo_waits_match_the_hand_computed_schedule():
     e = literal_fifo()
-    assert [r.first_start / HOUR for r in e.runs] == [0, 0, 2, 2, 3, 4]
-    assert [r.end_s / HOUR for r in e.runs] == [2, 3, 3, 3, 4, 4.5]
-    assert [r.wait_s / HOUR for r in e.runs] == [0, 0, 1.5, 1, 1.5, 1.5]
+    assert [round(r.first_start / HOUR, 9) for r in e.runs] == [0, 0, 2, 2, 3, 4]
+    assert [round(r.end_s / HOUR, 9) for r in e.runs] == [2, 3, 3, 3, 4, 4.5]
+    assert [round(r.wait_s / HOUR, 9) for r in e.runs] == [0, 0, 1.5, 1, 1.5, 1.5]
     led = e.horizon_ledger().gpu_hours()
     assert led["productive"] == pytest.approx(112)
     assert led["idle"] == pytest.approx(80)

@@ -22,7 +22,9 @@ from tests.core.factories import (
 
 
 def start_h(run) -> float | None:
-    return None if run.first_start is None else run.first_start / HOUR
+    """Start time in hours, to the nanosecond (work is stored as FLOPs, so times carry
+    floating-point residue)."""
+    return None if run.first_start is None else round(run.first_start / HOUR, 9)
 
 
 # ------------------------------------------------------------------ FIFO and EASY backfill
