@@ -37,6 +37,7 @@ test: lint
 bench: venv
 	$(BIN)/python -m bench.build_cluster
 	$(BIN)/python -m bench.placement
+	$(BIN)/python -m bench.routing
 	$(BIN)/python -m bench.simulate
 	$(BIN)/python -m bench.llama3
 
