@@ -38,3 +38,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
 def env_str(name: str, default: str | None = None) -> str | None:
     raw = os.environ.get(name)
     return default if raw is None or raw == "" else raw
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    """A number from the environment; anything unparsable (or below ``minimum``) is an error."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise EnvError(f"{name}={raw!r} is not a number") from None
+    if minimum is not None and value < minimum:
+        raise EnvError(f"{name}={raw!r} must be >= {minimum}")
+    return value

@@ -7,9 +7,10 @@ Unset variables give the embedded default: SQLite and the in-memory channel laye
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 
-from twin.env import env_bool, env_list, env_str
+from twin.env import env_bool, env_float, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -103,7 +104,9 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# Plotly's bundle ships inside the plotly package: served from there, never from a CDN.
+STATICFILES_DIRS = [BASE_DIR / "static",
+                    ("vendor/plotly", Path(plotly.__file__).resolve().parent / "package_data")]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True
 
@@ -115,6 +118,13 @@ X_FRAME_OPTIONS = "DENY"
 CLUSTERTWIN = {
     "DEMO_PASSWORD": env_str("CLUSTERTWIN_DEMO_PASSWORD", "clustertwin"),
     "DEFAULT_PRESET": env_str("CLUSTERTWIN_PRESET", "dev-small"),
+    # live engine: "embedded" runs it inside the daphne process; "separate" expects
+    # `manage.py run_engine` (and REDIS_URL, so frames cross processes)
+    "ENGINE_MODE": env_str("CLUSTERTWIN_ENGINE", "embedded"),
+    "SPEEDUP": env_float("CLUSTERTWIN_SPEEDUP", 60.0, minimum=0.0),  # simulated s per wall s
+    "FRAME_INTERVAL_S": env_float("CLUSTERTWIN_FRAME_INTERVAL_S", 1.0, minimum=0.05),
+    "SNAPSHOT_INTERVAL_S": env_float("CLUSTERTWIN_SNAPSHOT_INTERVAL_S", 60.0, minimum=1.0),
+    "SEED": int(env_float("CLUSTERTWIN_SEED", 0, minimum=0)),
 }
 
 LOGGING = {

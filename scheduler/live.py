@@ -1,0 +1,104 @@
+"""The live frame: everything the dashboard shows, as one JSON-safe dict built once per tick.
+
+The web layer adds ``type`` and ``seq`` and encodes it once for every client; this module only
+reads the engine.  Lists are capped (``top`` rows) so a frame of the 100,000-GPU preset stays
+well under 100 kB.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.frames import dashboard_frames
+from scheduler.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
+
+SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)
+
+
+def _queue(engine, top: int) -> list[dict]:
+    order = sorted(engine.queue.values(), key=lambda r: engine.policy.order(r, engine.tenants))
+    out = []
+    for pos, r in enumerate(order[:top], start=1):
+        out.append({"position": pos, "name": r.spec.name, "tenant": r.spec.tenant,
+                    "gpus": r.gpus, "priority": r.spec.priority,
+                    "wait_h": round((engine.now - r.queued_since) / 3600.0, 3),
+                    "reserved_start_h": None if r.reserved_start is None
+                    else round(r.reserved_start / 3600.0, 3)})
+    return out
+
+
+def _running(engine, top: int) -> list[dict]:
+    runs = sorted((r for r in engine.running.values()), key=lambda r: (-r.gpus, r.idx))[:top]
+    dom = engine.state.domain
+    return [{"name": r.spec.name, "tenant": r.spec.tenant, "gpus": r.gpus, "state": r.state,
+             "model": engine.plan.models[r.model].name,
+             "span": {"pods": int(np.unique(dom["pod"][r.placement.nodes]).size),
+                      "leaves": int(np.unique(dom["leaf"][r.placement.nodes]).size)},
+             "mfu": round(float(r.slow * r.spec.efficiency), 4) if r.state == RUNNING else 0.0,
+             "running_h": round((engine.now - r.seg_start) / 3600.0, 3)}
+            for r in runs]
+
+
+def _mttf_by_size(engine) -> list[dict]:
+    out = []
+    for lo, hi in zip(SIZE_BUCKETS[:-1], SIZE_BUCKETS[1:], strict=True):
+        runs = [r for r in engine.runs if lo <= r.gpus < hi and r.first_start is not None
+                and r.cloud_pool < 0]
+        hours = sum(((r.end_s if r.end_s is not None else engine.now) - r.first_start)
+                    for r in runs) / 3600.0
+        n = sum(r.interruptions for r in runs)
+        out.append({"gpus": f"{lo}-{hi - 1}" if hi < 1 << 30 else f">={lo}", "jobs": len(runs),
+                    "interruptions": n, "mttf_hours": round(hours / n, 2) if n else None})
+    return out
+
+
+def live_frame(engine, *, top: int = 50) -> dict:
+    """The dashboard's view of ``engine`` now (no ``type``/``seq``: the publisher adds them)."""
+    s = engine.state
+    led = engine.horizon_ledger()
+    free, spare, down = engine.free_counts()
+    owned = s.gpu_owner >= 0
+    by_vendor: dict[str, dict] = {}
+    for m, model in enumerate(s.models):
+        v = by_vendor.setdefault(model.vendor, {"gpus": 0, "allocated": 0})
+        v["gpus"] += int(s.model_gpus[m])
+        v["allocated"] += int(np.count_nonzero(owned & (s.gpu_model == m)))
+    states = [r.state for r in engine.runs]
+    rel = engine.reliability
+    mfu = led.mfu()
+    power = None
+    if engine.physics is not None and engine.physics.last_power is not None:
+        p = engine.physics.last_power
+        power = {"it_mw": round(p.it_mw, 4), "facility_mw": round(p.facility_mw, 4),
+                 "rack_peak_kw": round(float(p.rack_kw.max()), 2),
+                 "throttled_gpus": p.throttled_gpus}
+    tenants = [{"tenant": t, "used_gpus": int(u[0]), "quota_gpus": int(engine.tenants.quota[t])}
+               for t, u in engine.tenants.usage.items()]
+    return {
+        "t": round(engine.now, 3),
+        "util": {"gpus": s.n_gpus, "allocated": int(owned.sum()), "idle": int(free.sum()),
+                 "spare": int(spare.sum()), "down": int(down.sum()),
+                 "by_vendor": by_vendor},
+        "mfu": mfu["achieved"], "loss_pp": mfu["loss_pp"], "goodput": round(led.goodput(), 6),
+        "ledger_gpu_hours": led.gpu_hours(),
+        "jobs": {"queued": states.count(QUEUED),
+                 "running": states.count(RUNNING) + states.count(DRAINING),
+                 "recovering": states.count(DETECTING), "in_cloud": states.count(CLOUD),
+                 "done": states.count(DONE),
+                 "preemptions": engine.counters["preemptions"]},
+        "queue": _queue(engine, top),
+        "running_jobs": _running(engine, top),
+        "tenants": tenants,
+        "inference": {"serving_gpus": int(engine.infer_by_model.sum()),
+                      "slo_attainment": engine.fleet.report()["slo_attainment"]},
+        "interruptions": {"unplanned": rel.unplanned, "planned": rel.planned,
+                          "by_cause": dict(sorted(rel.interruptions.items()))},
+        "failures": {"total": sum(rel.failures.values()),
+                     "spares_free": int(spare.sum()),
+                     "repairs_pending": rel.repairs_pending,
+                     "lemon_nodes": list(rel.lemons),
+                     "mttf_by_size": _mttf_by_size(engine)},
+        "power": power,
+        "events": list(engine.events)[-top:],
+        "heatmaps": dashboard_frames(engine),
+    }
