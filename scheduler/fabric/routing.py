@@ -71,6 +71,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scheduler.fabric.flows import (
+    _TOL,
+    _coalesce,
+    _cross,
+    _expand,
+    _groups,
+    _job_gpus,
+    _minus,
+    _ring_flows,
+    _runs,
+)
+from scheduler.fabric.maxmin import max_min_rates
 from scheduler.fabric.topology import LINK_KINDS, Fabric, _int
 
 ROUTINGS = ("minimal", "ugal", "valiant")
@@ -79,7 +91,6 @@ ROUTINGS = ("minimal", "ugal", "valiant")
 PATTERNS = ("ring", "all_to_all")
 """Traffic patterns of :meth:`Router.update`."""
 
-_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -179,185 +190,6 @@ class _State:
 
 
 # ------------------------------------------------------------------------------- helpers
-
-
-def _expand(ptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each ``rows[i]``, the positions ``ptr[r] .. ptr[r+1]-1``: ``(i, position)`` arrays."""
-    start = ptr[rows]
-    lens = ptr[rows + 1] - start
-    which = np.repeat(np.arange(rows.size), lens)
-    first = np.cumsum(lens) - lens
-    return which, np.repeat(start - first, lens) + np.arange(which.size)
-
-
-def _cross(seg_a: np.ndarray, seg_b: np.ndarray, n_seg: int) -> tuple[np.ndarray, np.ndarray]:
-    """All index pairs ``(i, j)`` with ``seg_a[i] == seg_b[j]`` (``seg_b`` sorted)."""
-    ptr = np.zeros(n_seg + 1, np.int64)
-    np.cumsum(np.bincount(seg_b, minlength=n_seg), out=ptr[1:])
-    return _expand(ptr, seg_a)
-
-
-def _coalesce(key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique keys and the sum of ``value`` per key."""
-    uniq, inv = np.unique(key, return_inverse=True)
-    return uniq, np.bincount(inv, weights=value, minlength=uniq.size)
-
-
-def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique keys and each row's index among them (no sort if already sorted)."""
-    if key.size and np.all(key[1:] >= key[:-1]):
-        new = _starts(key)
-        return key[new], np.cumsum(new) - 1
-    return np.unique(key, return_inverse=True)
-
-
-def _minus(plus: tuple, minus: tuple) -> tuple:
-    """Table ``plus`` (unique keys) less table ``minus``: ``(a, b, c, value)``, values > 0."""
-    if minus[0].size == 0:
-        keep = plus[3] > _TOL
-        return tuple(col[keep] for col in plus)
-    n1 = int(max(plus[1].max(initial=0), minus[1].max(initial=0))) + 1
-    n2 = int(max(plus[2].max(initial=0), minus[2].max(initial=0))) + 1
-    key, val = _coalesce(np.concatenate([(p[0] * n1 + p[1]) * n2 + p[2] for p in (plus, minus)]),
-                         np.concatenate([plus[3], -minus[3]]))
-    keep = val > _TOL
-    key, val = key[keep], val[keep]
-    return key // (n1 * n2), (key // n2) % n1, key % n2, val
-
-
-def _starts(*cols: np.ndarray) -> np.ndarray:
-    """True where any column changes from the previous row (and at row 0)."""
-    new = np.zeros(cols[0].size, bool)
-    new[:1] = True
-    for c in cols:
-        new[1:] |= c[1:] != c[:-1]
-    return new
-
-
-def _job_gpus(jobs, n_endpoints: int) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenated ``(job, gpu)`` ordered by job then GPU id; rejects bad or repeated ids."""
-    sizes = np.fromiter((len(j) for j in jobs), np.int64, len(jobs))
-    gpu = (np.concatenate([np.asarray(j).ravel() for j in jobs]).astype(np.int64)
-           if sizes.sum() else np.zeros(0, np.int64))
-    job = np.repeat(np.arange(len(jobs), dtype=np.int64), sizes)
-    if gpu.size and (gpu.min() < 0 or gpu.max() >= n_endpoints):
-        raise ValueError(f"GPU ids must lie in 0 .. {n_endpoints - 1}")
-    same = job[1:] == job[:-1]
-    if np.any(same & (gpu[1:] <= gpu[:-1])):
-        gpu = gpu[np.argsort(job * n_endpoints + gpu, kind="stable")]
-        if np.any(same & (gpu[1:] == gpu[:-1])):
-            raise ValueError("a job lists the same GPU twice")
-    return job, gpu
-
-
-def _runs(value, *cols):
-    """Rows of ``cols`` where any column changes, with ``value`` summed over each run."""
-    at = np.flatnonzero(_starts(*cols)) if value.size else np.zeros(0, np.int64)
-    return (*(c[at] for c in cols), np.add.reduceat(value, at) if at.size else value[:0])
-
-
-def _ring_flows(job, gpu, gpus_per_node: int, stride=None):
-    """``(job, src, dst)`` of ring traffic, in source order: rank ``r`` of each node of a job
-    sends to rank ``r`` of the job's node ``stride`` places on (1 by default; a stride of
-    ``s`` nodes forms ``s`` interleaved rings, as data-parallel groups strided by TP x PP do)."""
-    n = gpu.size
-    idx = np.arange(n)
-    run = np.maximum.accumulate(np.where(_starts(job, gpu // gpus_per_node), idx, 0))
-    rank = idx - run
-    order = np.argsort(job * gpus_per_node + rank, kind="stable")
-    seg_new = _starts(job[order], rank[order])
-    seg = np.maximum.accumulate(np.where(seg_new, idx, 0))
-    if stride is None:
-        nxt = np.where(np.append(seg_new[1:], True), seg, idx + 1)
-    else:
-        ends = np.flatnonzero(np.append(seg_new[1:], True))
-        length = (ends - np.flatnonzero(seg_new) + 1)[np.cumsum(seg_new) - 1]
-        nxt = seg + (idx - seg + np.asarray(stride)[job[order]]) % length
-    dst = np.empty_like(gpu)
-    dst[order] = gpu[order[nxt]]
-    keep = np.empty(n, bool)
-    keep[order] = nxt != idx
-    return job[keep], gpu[keep], dst[keep]
-
-
-def max_min_rates(job, unit, load_gbps, capacity_gbps, demand_gbps) -> np.ndarray:
-    """Per-job per-GPU rates under max-min fairness, by progressive filling.
-
-    Every job's per-GPU rate rises from 0 together; a job stops when it reaches its demand or
-    when a unit it crosses is full (its load is proportional to its rate).
-
-    Parameters
-    ----------
-    job, unit : numpy.ndarray of int
-        One row per (job, unit) incidence; repeated pairs add up.
-    load_gbps : numpy.ndarray of float
-        The job's load on the unit at full demand, Gb/s.
-    capacity_gbps : numpy.ndarray of float
-        Capacity per unit id, Gb/s.
-    demand_gbps : numpy.ndarray of float
-        Per-job per-GPU demand, Gb/s.
-
-    Returns
-    -------
-    numpy.ndarray of float
-        Per-job rate, Gb/s, ``0 <= rate <= demand``; a job in no row gets its demand.
-
-    Examples
-    --------
-    Two one-flow jobs on a 400 Gb/s unit with demands 300 and 150 Gb/s: the small one is
-    served in full, the large one gets the rest.
-
-    >>> max_min_rates(np.array([0, 1]), np.array([0, 0]), np.array([300.0, 150.0]),
-    ...               np.array([400.0]), np.array([300.0, 150.0])).tolist()
-    [250.0, 150.0]
-    """
-    demand = np.asarray(demand_gbps, dtype=float)
-    rate = demand.copy()
-    load = np.asarray(load_gbps, dtype=float)
-    keep = load > 0
-    job = np.asarray(job, dtype=np.int64)[keep]
-    load = load[keep]
-    if job.size == 0:
-        return rate
-    units, unit = np.unique(np.asarray(unit)[keep], return_inverse=True)
-    cap = np.asarray(capacity_gbps, dtype=float)[units]
-    order = np.argsort(job, kind="stable")
-    job, unit, load = job[order], unit[order], load[order]
-    per = load / demand[job]
-    job_ptr = np.searchsorted(job, np.arange(demand.size + 1))
-    by_unit = np.argsort(unit, kind="stable")
-    unit_ptr = np.searchsorted(unit[by_unit], np.arange(units.size + 1))
-    active = np.zeros(demand.size, bool)
-    active[job] = True
-    rate[active] = 0.0
-    # incremental state: load of frozen jobs, rate slope and crossing count of active ones
-    frozen = np.zeros(units.size)
-    slope = np.bincount(unit, weights=per, minlength=units.size)
-    crossing = np.bincount(unit, minlength=units.size)
-    level = 0.0
-    while active.any():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fill = np.where(crossing > 0, (cap - frozen) / slope, np.inf)
-        level = max(float(fill.min()), level)
-        done = active & (demand <= level * (1 + _TOL))
-        if done.any():
-            rate[done] = demand[done]
-        else:
-            full = np.flatnonzero(fill <= level * (1 + _TOL) + _TOL)
-            _, pos = _expand(unit_ptr, full)
-            done = np.zeros(demand.size, bool)
-            done[job[by_unit[pos]]] = True
-            done &= active
-            rate[done] = level
-        _, r = _expand(job_ptr, np.flatnonzero(done))
-        frozen += np.bincount(unit[r], weights=per[r] * rate[job[r]], minlength=units.size)
-        slope -= np.bincount(unit[r], weights=per[r], minlength=units.size)
-        crossing -= np.bincount(unit[r], minlength=units.size)
-        active &= ~done
-    return rate
-
-
-# -------------------------------------------------------------------------------- router
 
 
 class Router:
