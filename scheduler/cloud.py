@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import CloudPoolSpec
+from scheduler.job_run import CLOUD, DONE, QUEUED
 from scheduler.workload.jobs import TrainingJob
 
 
@@ -59,3 +60,48 @@ class CloudPools:
         return {"gpu_hours": round(sum(p["gpu_hours"] for p in pools), 3),
                 "cost": round(sum(p["cost"] for p in pools), 2),
                 "jobs": sum(self.jobs), "pools": pools}
+
+
+# ----------------------------------------------------------------- engine events
+def burst_check(engine, run) -> None:
+    """A burstable job's patience ran out: send it to the first cloud pool with room."""
+    from scheduler.engine import CLOUD_DONE
+    if run.state != QUEUED or run.first_start is not None:
+        return
+    pools = engine.cloud
+    pool = pools.admit(run.spec, engine.now)
+    if pool is None:
+        return
+    engine.queue.pop(run.idx, None)
+    run.state = CLOUD
+    run.cloud_pool = pool
+    run.wait_s += engine.now - run.queued_since
+    run.first_start = engine.now
+    run.expected_end = engine.now + pools.duration_s(pool, run.spec, run.remaining_flops)
+    engine._push(run.expected_end, CLOUD_DONE, run.idx)
+    engine.log("burst", f"{run.spec.name} ({run.gpus} GPUs) bursts to {pools.name(pool)}",
+               job=run.spec.name)
+    engine.changed()
+
+
+def cloud_done(engine, run) -> None:
+    if run.state != CLOUD:
+        return
+    engine.cloud.release(run.cloud_pool, run.spec, run.first_start, engine.now)
+    run.remaining_flops = 0.0
+    run.state = DONE
+    run.end_s = engine.now
+
+
+def region_loss(engine, pool: int) -> list[int]:
+    """A cloud region goes away: its jobs come back to the on-premises queue."""
+    engine.cloud.up[pool] = False
+    hit = []
+    for run in engine.runs:
+        if run.state == CLOUD and run.cloud_pool == pool:
+            engine.cloud.release(pool, run.spec, run.first_start, engine.now)
+            run.cloud_pool = -1
+            run.first_start = None
+            engine.requeue(run)
+            hit.append(run.idx)
+    return hit

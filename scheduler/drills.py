@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.cloud import region_loss
 from scheduler.failures import FailureMode
 
 # drills use the detection delays of the matching failure causes; repair times are the
@@ -104,7 +105,7 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
             target = pools[int(rng.integers(len(pools)))]
         if target not in pools:
             raise ValueError(f"cloud pool {target!r} does not exist ({', '.join(pools)})")
-        jobs = engine.cloud_region_loss(pools.index(target))
+        jobs = region_loss(engine, pools.index(target))
         result = {"kind": kind, "target": target, "jobs": jobs,
                   "gpus": sum(engine.runs[i].gpus for i in jobs)}
     elif kind == "power_cap":

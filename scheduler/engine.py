@@ -14,8 +14,8 @@ from collections import deque
 
 import numpy as np
 
-from scheduler import checkpoint
-from scheduler.cloud import CloudPools
+from scheduler import checkpoint, recovery
+from scheduler.cloud import CloudPools, burst_check, cloud_done
 from scheduler.failures import job_failure_rate
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.inference import InferenceFleet
@@ -211,19 +211,19 @@ class Engine:
             if run.state == DRAINING and run.version == b:
                 self._drain_done(run)
         elif kind == CLOUD_DONE:
-            self._cloud_done(self.runs[a])
+            cloud_done(self, self.runs[a])
         elif kind == DEMAND:
             self.fleet.on_demand(a)
         elif kind == ARRIVE:
             self._arrive(self.runs[a])
         elif kind == BURST_CHECK:
-            self._burst_check(self.runs[a])
+            burst_check(self, self.runs[a])
         elif kind == FAIL:
             self.reliability.on_fail(a)
         elif kind == DETECT:
             run = self.runs[a]
             if run.state == DETECTING and run.version == b:
-                self._detected(run)
+                recovery.on_detected(self, run)
         elif kind == REPAIR:
             self.reliability.on_repair(a)
         elif kind == TICK:
@@ -485,72 +485,7 @@ class Engine:
         self.requeue(run)
         self.fleet.on_lend_ready(run)
 
-    # ----------------------------------------------------------------- failures
-    def interrupt(self, run: JobRun, *, cause: str, detect_s: float, planned: bool,
-                  failed_nodes: np.ndarray | None = None) -> None:
-        """A failure stops ``run``: it hangs until detected, then is evicted and restarts.
-
-        A planned stop checkpoints first (nothing lost); an unplanned one loses the compute
-        since the last checkpoint (booked as lost work).  With in-memory checkpoints, a failure
-        that takes down every node of one replica group loses the in-memory copy: the gang
-        falls back to its last checkpoint persisted to disk and restores from there.
-        """
-        if run.state == DRAINING:
-            self.ledger.book("checkpoint_stall", run.model, run.gpus * (self.now - run.seg_start))
-            self.fleet.forget_lend(run)
-            run.version += 1
-        else:
-            fallback = (not planned and self.recovery == "memory" and failed_nodes is not None
-                        and checkpoint.replica_group_lost(run.placement.nodes, failed_nodes))
-            if fallback:
-                run.restore_from_disk = True
-                self.reliability.memory_fallbacks += 1
-            self._close(run, "lend" if planned else "kill", "lost_work", disk_fallback=fallback)
-        run.state = DETECTING
-        run.seg_start = self.now
-        run.detect_s = detect_s
-        run.interruptions += 1
-        self._push(self.now + detect_s, DETECT, run.idx, run.version)
-        self.log("interrupt", f"{run.spec.name} ({run.gpus} GPUs) interrupted by {cause}",
-                 job=run.spec.name, cause=cause)
-
-    def _detected(self, run: JobRun) -> None:
-        """Evict the gang; swap hot spares in for its failed nodes, else requeue it."""
-        self.ledger.book("recovery", run.model, run.gpus * (self.now - run.seg_start))
-        run.version += 1
-        old = run.placement
-        s = self.state
-        bad = ~s.node_up[old.nodes] | s.node_drained[old.nodes]
-        swap = self._spare_swap(old, bad)
-        self.release(run)
-        if swap is not None:
-            s.set_node_flags(swap.nodes, spare=False)
-            run.queued_since = self.now
-            self.start(run, swap)
-            self.log("recover", f"{run.spec.name} resumes on {int(bad.sum())} hot spare(s)",
-                     job=run.spec.name)
-        else:
-            self.requeue(run)
-
-    def _spare_swap(self, old, bad: np.ndarray):
-        """The old placement with its failed nodes replaced by hot spares (same pod first)."""
-        s = self.state
-        need = int(bad.sum())
-        if need == 0 or not np.all(old.counts[bad] == s.node_gpus[old.nodes[bad]]):
-            return None
-        if old.model in self.reliability.cut_models:
-            return None
-        spares = np.flatnonzero(s.node_spare & s.node_up & ~s.node_drained
-                                & s.model_mask[old.model] & (s.node_free == s.node_gpus))
-        if spares.size < need:
-            return None
-        pods = s.domain["pod"]
-        near = np.isin(pods[spares], pods[old.nodes[bad]])
-        chosen = np.concatenate([spares[near], spares[~near]])[:need]
-        nodes = np.concatenate([old.nodes[~bad], chosen])
-        counts = np.concatenate([old.counts[~bad], s.node_gpus[chosen]])
-        return type(old)(nodes, counts, old.model)
-
+    # ----------------------------------------------------------------- speed
     def speed_split(self, run: JobRun) -> tuple[tuple[str, float], ...]:
         """Share of a placed gang's wall time lost, per ledger category (the rest computes)."""
         if self.physics is not None:
@@ -576,46 +511,6 @@ class Engine:
                                                      run.write_s)
         self._push(run.expected_end, FINISH, run.idx, run.version)
         return True
-
-    # ----------------------------------------------------------------- cloud burst
-    def _burst_check(self, run: JobRun) -> None:
-        if run.state != QUEUED or run.first_start is not None:
-            return
-        pool = self.cloud.admit(run.spec, self.now)
-        if pool is None:
-            return
-        self.queue.pop(run.idx, None)
-        run.state = CLOUD
-        run.cloud_pool = pool
-        run.wait_s += self.now - run.queued_since
-        run.first_start = self.now
-        duration = self.cloud.duration_s(pool, run.spec, run.remaining_flops)
-        run.expected_end = self.now + duration
-        self._push(run.expected_end, CLOUD_DONE, run.idx)
-        self.log("burst", f"{run.spec.name} ({run.gpus} GPUs) bursts to "
-                          f"{self.cloud.name(pool)}", job=run.spec.name)
-        self._dirty = True
-
-    def cloud_region_loss(self, pool: int) -> list[int]:
-        """A cloud region goes away: its jobs come back to the on-premises queue."""
-        self.cloud.up[pool] = False
-        hit = []
-        for run in self.runs:
-            if run.state == CLOUD and run.cloud_pool == pool:
-                self.cloud.release(pool, run.spec, run.first_start, self.now)
-                run.cloud_pool = -1
-                run.first_start = None
-                self.requeue(run)
-                hit.append(run.idx)
-        return hit
-
-    def _cloud_done(self, run: JobRun) -> None:
-        if run.state != CLOUD:
-            return
-        self.cloud.release(run.cloud_pool, run.spec, run.first_start, self.now)
-        run.remaining_flops = 0.0
-        run.state = DONE
-        run.end_s = self.now
 
     # ----------------------------------------------------------------- scheduling
     def _schedule(self) -> None:

@@ -15,6 +15,7 @@ from collections import Counter
 
 import numpy as np
 
+from scheduler import recovery
 from scheduler.failures import EFFECTS, MODES, FailureMode, unit_counts
 
 LEMON_FAILURES = 3
@@ -164,8 +165,8 @@ class FailureEngine:
         for idx in self._training_owners(nodes):
             run = e.runs[idx]
             if run.state in ("running", "draining"):
-                e.interrupt(run, cause=mode.cause, detect_s=mode.detect_s, planned=mode.planned,
-                            failed_nodes=nodes)
+                recovery.interrupt(e, run, cause=mode.cause, detect_s=mode.detect_s,
+                                   planned=mode.planned, failed_nodes=nodes)
                 hit.append(idx)
                 self.interruptions[mode.cause] += 1
                 if mode.planned:
