@@ -5,3 +5,6 @@ class TwinConfig(AppConfig):
     name = "twin"
     verbose_name = "ClusterTwin inventory"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from twin import checks  # noqa: F401  (registers the system checks)

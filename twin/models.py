@@ -289,6 +289,12 @@ class CloudPool(models.Model):
         return f"{self.provider}/{self.region}"
 
 
+class DrillStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    APPLIED = "applied", "applied"
+    REFUSED = "refused", "refused"
+
+
 class Drill(models.Model):
     """An audited failure drill; the failure-engine and dashboard issues fill in its effect."""
 
@@ -299,9 +305,61 @@ class Drill(models.Model):
                                      null=True, blank=True)
     requested_at = models.DateTimeField(auto_now_add=True)
     outcome = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=DrillStatus.choices,
+                              default=DrillStatus.PENDING, db_index=True)
+    applied_at_sim = models.FloatField("applied at (simulated s)", null=True, blank=True)
 
     class Meta:
         permissions = [("run_drill", "Can run failure drills")]
 
     def __str__(self) -> str:
         return f"{self.kind} on {self.target}"
+
+
+class EngineSnapshot(models.Model):
+    """The live engine, pickled and zlib-compressed, so a restart resumes where it stopped.
+
+    Only the engine's own process writes and reads these; the newest few are kept.
+    """
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    t_sim = models.FloatField("simulated time s")
+    preset = models.CharField(max_length=64)
+    seed = models.PositiveIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["-id"]
+        get_latest_by = "id"
+
+    def __str__(self) -> str:
+        return f"{self.preset} at t={self.t_sim:.0f} s"
+
+
+class EngineHealth(models.TextChoices):
+    STARTING = "starting", "starting"
+    OK = "ok", "ok"
+    ERROR = "error", "error"
+    STOPPED = "stopped", "stopped"
+
+
+class LiveState(models.Model):
+    """The live engine's latest frame and status: a single row (pk=1), updated every frame.
+
+    A WebSocket client that connects (or resyncs) is sent this frame as its snapshot.
+    """
+
+    SINGLETON_PK = 1
+
+    seq = models.BigIntegerField(default=0)
+    t_sim = models.FloatField("simulated time s", default=0.0)
+    frame = models.JSONField(default=dict, blank=True)
+    health = models.CharField(max_length=8, choices=EngineHealth.choices,
+                              default=EngineHealth.STARTING)
+    last_error = models.TextField(blank=True)
+    speed = models.FloatField("speed-up (simulated s per wall s)", default=60.0)
+    paused = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"live state #{self.seq} ({self.health})"

@@ -1,3 +1,9 @@
-"""WebSocket routes. The live dashboard issue adds ``/ws/twin/`` here."""
+"""WebSocket routes (``twin.asgi`` wraps them in origin checks and session auth)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from twin.consumers import TwinConsumer
+
+websocket_urlpatterns = [
+    path("ws/twin/", TwinConsumer.as_asgi()),
+]

@@ -40,3 +40,25 @@ def inventory_summary(*, cluster: m.Cluster) -> dict:
                             .select_related("accelerator_model")),
         "it_power_kw": cluster.summary.get("it_power_kw"),
     }
+
+
+def live_state_get() -> m.LiveState | None:
+    """The live engine's latest frame and status (None before the engine first ran)."""
+    return m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).first()
+
+
+def live_state_version() -> tuple | None:
+    """``(seq, health, updated_at)`` of the live state, without reading its frame."""
+    return (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
+            .values_list("seq", "health", "updated_at").first())
+
+
+def drills_recent(limit: int = 50) -> list[m.Drill]:
+    """The newest drills first, with who asked for them."""
+    return list(m.Drill.objects.select_related("requested_by")
+                .order_by("-requested_at", "-id")[:limit])
+
+
+def engine_snapshot_latest(*, preset: str, seed: int) -> m.EngineSnapshot | None:
+    """The newest stored engine of this preset and seed."""
+    return m.EngineSnapshot.objects.filter(preset=preset, seed=seed).order_by("-id").first()

@@ -5,12 +5,22 @@ Each takes keyword-only arguments and plain values or querysets; none holds view
 
 from __future__ import annotations
 
+import logging
+import math
+import re
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
+from scheduler.drills import KINDS
 from twin import models as m
+from twin.broadcast import command_send
+
+logger = logging.getLogger(__name__)
 
 
 def nodes_drain(*, nodes: QuerySet, reason: str = "drained by operator") -> int:
@@ -82,3 +92,170 @@ def demo_accounts_seed(*, password: str) -> list[str]:
         if new:
             created.append(username)
     return created
+
+
+# ----------------------------------------------------------------- drills and the live engine
+DRILL_PARAMS: dict[str, dict[str, float | None]] = {
+    "storage_slowdown": {"factor": 1.0, "duration_s": None},
+    "inference_surge": {"factor": None, "duration_s": None},
+    "power_cap": {"fraction": 1.0},
+}
+"""Parameters each drill kind takes, with an upper bound (None: any positive number)."""
+
+DRILL_TARGET_ALL = frozenset({"inference_surge", "power_cap"})
+DRILL_TARGET_NAMED = frozenset({"supply_cut", "cloud_region_loss", "inference_surge"})
+_TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,127}$")
+SPEED_MAX = 10_000.0
+"""Fastest speed-up an operator may set, simulated seconds per wall second."""
+
+
+def _require_drill_permission(user, *, staff: bool = False) -> None:
+    if user is None or not user.is_authenticated or not user.has_perm("twin.run_drill"):
+        raise PermissionDenied("running drills or steering the engine needs the "
+                               "twin.run_drill permission")
+    if staff and not user.is_staff:
+        raise PermissionDenied("only staff may steer the live engine")
+
+
+def _positive_number(name: str, value, upper: float | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value > 0):
+        raise ValidationError(f"{name} must be a positive number, not {value!r}")
+    if upper is not None and value > upper:
+        raise ValidationError(f"{name} must be at most {upper:g}, not {value!r}")
+    return float(value)
+
+
+def _drill_target(kind: str, target) -> int | str:
+    """``random``, ``all`` (where the kind allows it), a unit id, or a name."""
+    if isinstance(target, bool) or not isinstance(target, int | str):
+        raise ValidationError(f"target must be 'random', an id or a name, not {target!r}")
+    if isinstance(target, str):
+        target = target.strip() or "random"
+        if target.isdigit():
+            target = int(target)
+    if isinstance(target, int):
+        if target < 0:
+            raise ValidationError(f"target must be a non-negative id, not {target}")
+        if kind in DRILL_TARGET_NAMED - {"inference_surge"}:
+            raise ValidationError(f"a {kind} drill targets a name, not an id")
+        return target
+    if target == "random":
+        return target
+    if target == "all":
+        if kind not in DRILL_TARGET_ALL:
+            raise ValidationError(f"a {kind} drill cannot target 'all'")
+        return target
+    if kind not in DRILL_TARGET_NAMED:
+        raise ValidationError(f"a {kind} drill targets 'random' or a non-negative id, "
+                              f"not {target!r}")
+    if not _TARGET_NAME.match(target):
+        raise ValidationError(f"{target!r} is not a valid name")
+    return target
+
+
+def drill_validate(*, kind, target, params) -> tuple[int | str, dict]:
+    """Check a drill request; returns the normalised target and parameters.
+
+    Raises ``ValidationError`` with a message for the person who asked. Targets that name
+    something (an id out of range, an unknown pool) are checked by the engine, which refuses
+    the drill with its own message.
+    """
+    if kind not in KINDS:
+        raise ValidationError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ValidationError("drill parameters must be an object of name: number")
+    allowed = DRILL_PARAMS.get(kind, {})
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) or "no parameters"
+        raise ValidationError(f"a {kind} drill takes {takes}; not {', '.join(unknown)}")
+    clean = {name: _positive_number(name, value, allowed[name]) for name, value in params.items()}
+    return _drill_target(kind, target), clean
+
+
+def drill_request(*, user, kind: str, target="random", params: dict | None = None) -> m.Drill:
+    """Record a drill (pending) and send it to the live engine, which applies or refuses it.
+
+    Raises ``PermissionDenied`` without ``twin.run_drill`` and ``ValidationError`` for a bad
+    kind, target or parameter; nothing is created then.
+    """
+    _require_drill_permission(user)
+    target, params = drill_validate(kind=kind, target=target, params=params)
+    drill = m.Drill.objects.create(kind=kind, target=str(target), params=params,
+                                   requested_by=user, status=m.DrillStatus.PENDING)
+    transaction.on_commit(lambda: _drill_dispatch(drill, target))
+    return drill
+
+
+def _drill_dispatch(drill: m.Drill, target) -> None:
+    try:
+        command_send("drill", drill_id=drill.pk, kind=drill.kind, target=target,
+                     params=drill.params)
+    except Exception as exc:  # the channel layer is down: say so on the drill's row
+        logger.exception("could not send drill %s to the engine", drill.pk)
+        drill.status = m.DrillStatus.REFUSED
+        drill.outcome = {"error": f"the live engine could not be reached: {exc}"}
+        m.Drill.objects.filter(pk=drill.pk).update(status=drill.status, outcome=drill.outcome)
+
+
+def drill_claim(*, drill_id: int) -> bool:
+    """True if the drill exists and is still pending (the engine applies each drill once)."""
+    return m.Drill.objects.filter(pk=drill_id, status=m.DrillStatus.PENDING).exists()
+
+
+def drill_outcome_record(*, drill_id: int, applied: bool, outcome: dict,
+                         t_sim: float | None) -> int:
+    """The engine's verdict on a pending drill: applied (with its effect) or refused."""
+    return m.Drill.objects.filter(pk=drill_id, status=m.DrillStatus.PENDING).update(
+        status=m.DrillStatus.APPLIED if applied else m.DrillStatus.REFUSED,
+        outcome=outcome, applied_at_sim=t_sim if applied else None)
+
+
+def engine_speed_set(*, user, factor) -> float:
+    """Set the live engine's speed-up (simulated seconds per wall second, 0 < x <= 10,000)."""
+    _require_drill_permission(user, staff=True)
+    factor = _positive_number("factor", factor, SPEED_MAX)
+    command_send("speed", factor=factor)
+    return factor
+
+
+def engine_pause(*, user, paused) -> bool:
+    """Pause (``paused=True``) or resume the live engine."""
+    _require_drill_permission(user, staff=True)
+    if not isinstance(paused, bool):
+        raise ValidationError(f"paused must be true or false, not {paused!r}")
+    command_send("pause" if paused else "resume")
+    return paused
+
+
+def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_error: str,
+                     speed: float, paused: bool) -> None:
+    """The engine's latest frame and status, in one UPDATE of the single LiveState row."""
+    fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
+              "last_error": last_error, "speed": speed, "paused": paused,
+              "updated_at": timezone.now()}
+    if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
+        m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+
+
+def live_state_health_set(*, health: str, last_error: str | None = None) -> None:
+    fields = {"health": health, "updated_at": timezone.now()}
+    if last_error is not None:
+        fields["last_error"] = last_error
+    if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
+        m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+
+
+def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
+                         keep: int = 3) -> int:
+    """Store a pickled engine; only the newest ``keep`` snapshots are kept."""
+    with transaction.atomic():
+        snap = m.EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed)
+        old = list(m.EngineSnapshot.objects.order_by("-id")
+                   .values_list("id", flat=True)[keep:])
+        if old:
+            m.EngineSnapshot.objects.filter(id__in=old).delete()
+    return snap.pk

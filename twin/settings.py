@@ -112,6 +112,8 @@ WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
+# CSRF failures on the JSON API answer in JSON (and as a page elsewhere)
+CSRF_FAILURE_VIEW = "twin.views.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 
 # App knobs, read through twin.conf.app_setting().
@@ -119,13 +121,18 @@ CLUSTERTWIN = {
     "DEMO_PASSWORD": env_str("CLUSTERTWIN_DEMO_PASSWORD", "clustertwin"),
     "DEFAULT_PRESET": env_str("CLUSTERTWIN_PRESET", "dev-small"),
     # live engine: "embedded" runs it inside the daphne process; "separate" expects
-    # `manage.py run_engine` (and REDIS_URL, so frames cross processes)
+    # `manage.py run_engine` (and REDIS_URL, so frames cross processes); "off" runs none
+    # (tests, or a web process that only serves pages)
     "ENGINE_MODE": env_str("CLUSTERTWIN_ENGINE", "embedded"),
     "SPEEDUP": env_float("CLUSTERTWIN_SPEEDUP", 60.0, minimum=0.0),  # simulated s per wall s
     "FRAME_INTERVAL_S": env_float("CLUSTERTWIN_FRAME_INTERVAL_S", 1.0, minimum=0.05),
     "SNAPSHOT_INTERVAL_S": env_float("CLUSTERTWIN_SNAPSHOT_INTERVAL_S", 60.0, minimum=1.0),
     "SEED": int(env_float("CLUSTERTWIN_SEED", 0, minimum=0)),
 }
+ENGINE_MODES = ("embedded", "separate", "off")
+if CLUSTERTWIN["ENGINE_MODE"] not in ENGINE_MODES:
+    raise ImproperlyConfigured(f"CLUSTERTWIN_ENGINE={CLUSTERTWIN['ENGINE_MODE']!r}: "
+                               f"choose one of {', '.join(ENGINE_MODES)}")
 
 LOGGING = {
     "version": 1,

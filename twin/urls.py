@@ -9,7 +9,17 @@ admin.site.site_title = "ClusterTwin"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("topology/", views.topology, name="topology"),
+    path("jobs/", views.jobs, name="jobs"),
+    path("failures/", views.failures, name="failures"),
+    path("drills/", views.drills, name="drills"),
     path("api/inventory", views.api_inventory, name="api-inventory"),
+    path("api/state", views.api_state, name="api-state"),
+    path("api/jobs", views.api_jobs, name="api-jobs"),
+    path("api/events", views.api_events, name="api-events"),
+    path("api/drills", views.api_drills, name="api-drills"),
+    path("api/racks/<int:index>", views.api_rack, name="api-rack"),
+    path("metrics", views.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,25 +1,230 @@
-"""Thin views: authenticate (middleware), call a selector, render."""
+"""Thin views: the middleware logs people in; views call a selector or a service and render.
 
-from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+Pages render their layout once; their numbers arrive over the WebSocket
+(``static/js/twin-live.js``). The JSON API serves the same latest frame, read from the
+``LiveState`` row, to scripts and tests.
+"""
 
-from twin import selectors
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views import csrf
+from django.views.decorators.http import require_GET, require_http_methods
+
+from twin import consumers, floor, selectors, services
+from twin.forms import KIND_PARAMS, DrillForm
+from twin.metrics import CONTENT_TYPE, metrics_text
+
+DRILLS_LIMIT = 50
+DRILLS_LIMIT_MAX = 200
+NO_FRAME = "the live engine has not published a frame yet"
 
 
+def can_run_drills(user) -> bool:
+    """Drills page, its nav link and the engine's speed and pause controls: staff with the
+    ``twin.run_drill`` permission."""
+    return user.is_staff and user.has_perm("twin.run_drill")
+
+
+def _error(message: str, status: int, **extra) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
+
+
+# ----------------------------------------------------------------- pages
 @require_GET
-@login_required
 def home(request):
     cluster = selectors.cluster_current()
     summary = selectors.inventory_summary(cluster=cluster) if cluster else None
-    return render(request, "twin/home.html", {"summary": summary})
+    return render(request, "twin/home.html",
+                  {"summary": summary, "can_steer": can_run_drills(request.user)})
 
 
 @require_GET
-@login_required
+def topology(request):
+    cluster = selectors.cluster_current()
+    rack_map = floor.rack_floor_map(cluster=cluster) if cluster else {"racks": []}
+    return render(request, "twin/topology.html", {"cluster": cluster, "rack_map": rack_map})
+
+
+@require_GET
+def jobs(request):
+    return render(request, "twin/jobs.html")
+
+
+@require_GET
+def failures(request):
+    return render(request, "twin/failures.html")
+
+
+@require_http_methods(["GET", "POST"])
+def drills(request):
+    if not can_run_drills(request.user):
+        raise PermissionDenied("drills are for staff with the twin.run_drill permission")
+    if request.method == "POST":
+        form = DrillForm(request.POST)
+        if form.is_valid():
+            try:
+                drill = services.drill_request(user=request.user, **form.drill_arguments())
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                messages.success(request, f"Drill #{drill.pk}: {drill.kind} on {drill.target} "
+                                          "sent to the live engine.")
+                return redirect("drills")
+    else:
+        form = DrillForm(initial={k: v for k, v in request.GET.items()
+                                  if k in ("kind", "target")})
+    cluster = selectors.cluster_current()
+    return render(request, "twin/drills.html", {
+        "form": form, "drills": selectors.drills_recent(DRILLS_LIMIT),
+        "kind_params": KIND_PARAMS, "targets": _drill_target_names(cluster),
+    }, status=400 if form.is_bound else 200)
+
+
+def _drill_target_names(cluster) -> list[str]:
+    """Suggestions for the target field: random, all, accelerator models, cloud pools."""
+    names = ["random", "all"]
+    if cluster is not None:
+        summary = selectors.inventory_summary(cluster=cluster)
+        names += [row["accelerator_model__name"] for row in summary["by_model"]]
+        names += [str(pool) for pool in summary["cloud_pools"]]
+    return names
+
+
+# ----------------------------------------------------------------- JSON API
+@require_GET
 def api_inventory(request):
     cluster = selectors.cluster_current()
     if cluster is None:
-        return JsonResponse({"error": "no cluster built yet; run build_cluster"}, status=404)
+        return _error("no cluster built yet; run build_cluster", 404)
     return JsonResponse({"cluster": cluster.name, **cluster.summary})
+
+
+def _live_head(live) -> dict:
+    return {"seq": live.seq, "t": live.t_sim, "health": live.health,
+            "last_error": live.last_error, "speed": live.speed, "paused": live.paused,
+            "updated_at": live.updated_at.isoformat() if live.updated_at else None}
+
+
+def _live_or_error():
+    live = selectors.live_state_get()
+    if live is None:
+        return None, _error(NO_FRAME, 503, health=None)
+    return live, None
+
+
+@require_GET
+def api_state(request):
+    live, error = _live_or_error()
+    if error:
+        return error
+    return JsonResponse({**_live_head(live), "frame": live.frame})
+
+
+@require_GET
+def api_jobs(request):
+    live, error = _live_or_error()
+    if error:
+        return error
+    frame = live.frame
+    return JsonResponse({**_live_head(live), "jobs": frame.get("jobs", {}),
+                         "queue": frame.get("queue", []),
+                         "running_jobs": frame.get("running_jobs", []),
+                         "tenants": frame.get("tenants", [])})
+
+
+@require_GET
+def api_events(request):
+    """The frame's recent events (newest last); ``?kind=drill`` keeps one kind."""
+    live, error = _live_or_error()
+    if error:
+        return error
+    events = live.frame.get("events", [])
+    kind = request.GET.get("kind")
+    if kind:
+        events = [e for e in events if e.get("kind") == kind]
+    return JsonResponse({**_live_head(live), "events": events})
+
+
+def drill_json(drill) -> dict:
+    return {"id": drill.pk, "kind": drill.kind, "target": drill.target, "params": drill.params,
+            "status": drill.status,
+            "requested_by": drill.requested_by.username if drill.requested_by else None,
+            "requested_at": drill.requested_at.isoformat(),
+            "applied_at_sim": drill.applied_at_sim, "outcome": drill.outcome}
+
+
+@require_http_methods(["GET", "POST"])
+def api_drills(request):
+    """GET: recent drills (``?limit=``, newest first). POST: request one (202 when sent)."""
+    if request.method == "POST":
+        return _api_drill_request(request)
+    try:
+        limit = int(request.GET.get("limit", DRILLS_LIMIT))
+    except ValueError:
+        return _error("limit must be an integer", 400)
+    if not 1 <= limit <= DRILLS_LIMIT_MAX:
+        return _error(f"limit must be between 1 and {DRILLS_LIMIT_MAX}", 400)
+    return JsonResponse({"drills": [drill_json(d) for d in selectors.drills_recent(limit)]})
+
+
+def _api_drill_request(request):
+    """Body: ``{"kind": ..., "target": ..., <parameter>: <number>, ...}``."""
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _error(f"the request body is not valid JSON: {exc}", 400)
+    if not isinstance(body, dict) or not isinstance(body.get("kind"), str):
+        return _error('send a JSON object with a "kind", e.g. {"kind": "node", '
+                      '"target": "random"}', 400)
+    params = {k: v for k, v in body.items() if k not in ("kind", "target")}
+    try:
+        drill = services.drill_request(user=request.user, kind=body["kind"],
+                                       target=body.get("target", "random"), params=params)
+    except PermissionDenied as exc:
+        return _error(str(exc) or "permission denied", 403)
+    except ValidationError as exc:
+        return _error("; ".join(exc.messages), 400)
+    return JsonResponse({"id": drill.pk, "status": drill.status, "kind": drill.kind,
+                         "target": drill.target}, status=202)
+
+
+@require_GET
+def api_rack(request, index: int):
+    """Rack ``index`` (the core's id): its nodes from the inventory and its live heatmap values.
+
+    Jobs are not listed: the live frame carries no job placement (only each running job's
+    span in pods and leaves), so which jobs run on a rack is not known outside the engine.
+    """
+    cluster = selectors.cluster_current()
+    if cluster is None:
+        return _error("no cluster built yet; run build_cluster", 404)
+    rack = floor.rack_detail(cluster=cluster, index=index)
+    if rack is None:
+        return _error(f"rack {index} does not exist in cluster {cluster.name}", 404)
+    live = selectors.live_state_get()
+    rack["live"] = floor.rack_live_values(live.frame if live else {}, rack["cell"])
+    rack["jobs"] = None
+    rack["jobs_note"] = "job placement is not part of the live frame"
+    return JsonResponse(rack)
+
+
+@require_GET
+def metrics(request):
+    """Prometheus text format. Login required like every page: scrape with a session cookie,
+    or through a proxy that adds one."""
+    text = metrics_text(live=selectors.live_state_get(), stream=consumers.stream_metrics())
+    return HttpResponse(text, content_type=CONTENT_TYPE)
+
+
+def csrf_failure(request, reason=""):
+    """JSON for the API, Django's page elsewhere (settings.CSRF_FAILURE_VIEW)."""
+    if request.path.startswith("/api/"):
+        return _error(f"CSRF check failed ({reason}): send the csrftoken cookie's value in "
+                      "an X-CSRFToken header", 403)
+    return csrf.csrf_failure(request, reason=reason)

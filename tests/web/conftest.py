@@ -32,3 +32,13 @@ def build(db):
     def run(*args):
         call_command("build_cluster", *args)
     return run
+
+
+@pytest.fixture(autouse=True)
+def engine_off(settings):
+    """No test starts the embedded live engine unless it asks for one."""
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "ENGINE_MODE": "off"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "redis: needs a Redis server at REDIS_TEST_URL")

@@ -1,0 +1,231 @@
+"""Benchmark the live dashboard's WebSocket: N logged-in clients on ``/ws/twin/`` for ~30 s.
+
+One worker: one daphne with the engine embedded (the ``make run`` shape). Two workers:
+``manage.py run_engine`` plus two daphne processes joined by Redis (``REDIS_URL``), the clients
+split between them. Every frame carries its publish time (``sent_at``), so each client records
+delivery latency; it also records frame sizes and the ``dropped`` counts the server reports.
+The engine's pace is simulated seconds per wall second as seen in the frames. A logged-in page
+load (GET /) is timed while the sockets stream.
+
+Targets: p99 delivery latency < 1 s, frames < 100 kB, pace within 5 % of the speed-up.
+Run: .venv/bin/python -m bench.websocket [--clients 500] [--preset hyperscale-100k]
+     [--workers 1|2] [--seconds 30] [--speed 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import multiprocessing as mp
+import os
+import re
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.live_server import (
+    daphne_start,
+    database_prepare,
+    engine_start,
+    free_port,
+    live_env,
+    redis_reachable,
+    stop,
+)
+
+TARGET_P99_S = 1.0
+TARGET_FRAME_KB = 100.0
+_HEAD = re.compile(rb'^\{(?:"dropped":(\d+),)?"type":"(\w+)","seq":(\d+),"t":([-0-9.e+]+),'
+                   rb'"sent_at":([0-9.e+]+)')
+
+
+async def _client(port: int, cookie: str, start: float, end: float, out: dict) -> None:
+    from websockets.asyncio.client import connect
+    try:
+        async with connect(f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
+                           additional_headers={"Cookie": f"sessionid={cookie}"},
+                           compression=None, max_size=None, ping_interval=None,
+                           open_timeout=120) as ws:
+            out["connected"] += 1
+            while time.time() < end:
+                try:
+                    data = await asyncio.wait_for(ws.recv(decode=False), end - time.time())
+                except TimeoutError:
+                    break
+                now = time.time()
+                head = _HEAD.match(data)
+                if head is None or head[2] != b"frame" or now < start:
+                    continue
+                out["latency"].append(now - float(head[5]))
+                out["frames"] += 1
+                out["max_bytes"] = max(out["max_bytes"], len(data))
+                out["dropped"] += int(head[1] or 0)
+                out["pace"].append((float(head[5]), float(head[4])))
+    except Exception as exc:  # a failed client is counted, not fatal to the run
+        out["errors"].append(f"{type(exc).__name__}: {exc}")
+
+
+def _client_process(ports: list[int], cookie: str, n: int, offset: int, start: float,
+                    end: float, results) -> None:
+    out = {"connected": 0, "latency": [], "frames": 0, "max_bytes": 0, "dropped": 0,
+           "pace": [], "errors": []}
+
+    async def main():
+        await asyncio.gather(*(_client(ports[(offset + i) % len(ports)], cookie, start, end,
+                                       out) for i in range(n)))
+
+    asyncio.run(main())
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_s"] = usage.ru_utime + usage.ru_stime
+    out["pace"] = out["pace"][:: max(1, len(out["pace"]) // 200)]
+    results.put(out)
+
+
+def _first_frame(port: int, cookie: str, timeout: float) -> None:
+    """Wait until the engine publishes (the embedded one starts on this first connection)."""
+    async def wait():
+        from websockets.asyncio.client import connect
+        async with connect(f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
+                           additional_headers={"Cookie": f"sessionid={cookie}"},
+                           compression=None, max_size=None) as ws:
+            while True:
+                head = _HEAD.match(await asyncio.wait_for(ws.recv(decode=False), timeout))
+                if head is not None and head[2] == b"frame":
+                    return
+    asyncio.run(wait())
+
+
+def _page_load(port: int, cookie: str, times: int = 10) -> tuple[list[float], int, int]:
+    took, status, size = [], 0, 0
+    for _ in range(times):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        t = time.perf_counter()
+        conn.request("GET", "/", headers={"Cookie": f"sessionid={cookie}"})
+        response = conn.getresponse()
+        body = response.read()
+        took.append(time.perf_counter() - t)
+        status, size = response.status, len(body)
+        conn.close()
+        time.sleep(0.5)
+    return took, status, size
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def run(args) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ws-"))
+    separate = args.workers == 2
+    redis_url = args.redis_url or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    if separate and not redis_reachable(redis_url):
+        raise SystemExit(f"--workers 2 needs Redis at {redis_url}")
+    env = live_env(tmp / "db.sqlite3", mode="separate" if separate else "embedded",
+                   redis_url=redis_url if separate else None, preset=args.preset,
+                   speed=args.speed, frame_interval_s=args.frame_interval,
+                   snapshot_interval_s=args.snapshot_interval)
+    cookie = database_prepare(env)
+    procs = {}
+    try:
+        if separate:
+            procs["engine"] = engine_start(env, log=tmp / "engine.log")
+        ports = [free_port() for _ in range(args.workers)]
+        for i, port in enumerate(ports):
+            procs[f"daphne{i}"] = daphne_start(env, port, log=tmp / f"daphne{i}.log")
+        t = time.perf_counter()
+        _first_frame(ports[0], cookie, timeout=300)
+        print(f"engine publishing after {time.perf_counter() - t:.1f} s "
+              f"({args.preset}, x{args.speed:g}); logs in {tmp}")
+
+        ramp = max(10.0, args.clients / 25)
+        start = time.time() + ramp
+        end = start + args.seconds
+        results: mp.Queue = mp.Queue()
+        k = max(1, min(args.client_procs, args.clients))
+        share = [args.clients // k + (i < args.clients % k) for i in range(k)]
+        workers = [mp.Process(target=_client_process,
+                              args=(ports, cookie, share[i], sum(share[:i]), start, end,
+                                    results)) for i in range(k)]
+        for w in workers:
+            w.start()
+        time.sleep(max(0.0, start - time.time()))
+        cpu0 = {name: _cpu_s(p.pid) for name, p in procs.items()}
+        page, status, size = _page_load(ports[0], cookie)
+        outs = [results.get(timeout=end - time.time() + 120) for _ in workers]
+        cpu = {name: (_cpu_s(p.pid) - cpu0[name]) / args.seconds for name, p in procs.items()}
+        for w in workers:
+            w.join(30)
+    finally:
+        for proc in procs.values():
+            stop(proc, timeout=60)
+    latency = [x for o in outs for x in o["latency"]]
+    pace_points = sorted(p for o in outs for p in o["pace"])
+    pace = ((pace_points[-1][1] - pace_points[0][1]) / (pace_points[-1][0] - pace_points[0][0])
+            if len(pace_points) > 1 and pace_points[-1][0] > pace_points[0][0] else float("nan"))
+    errors = [e for o in outs for e in o["errors"]]
+    return {
+        "clients": args.clients, "workers": args.workers, "preset": args.preset,
+        "connected": sum(o["connected"] for o in outs), "errors": errors,
+        "p50_s": statistics.median(latency) if latency else float("nan"),
+        "p99_s": _pct(latency, 0.99), "max_s": max(latency, default=float("nan")),
+        "frames_per_s_per_client": sum(o["frames"] for o in outs) / args.clients / args.seconds,
+        "max_frame_kb": max(o["max_bytes"] for o in outs) / 1000.0,
+        "dropped": sum(o["dropped"] for o in outs),
+        "pace": pace, "speed": args.speed,
+        "page_p50_s": statistics.median(page), "page_max_s": max(page),
+        "page_status": status, "page_kb": size / 1000.0,
+        "cpu": cpu, "client_cpu_s": sum(o["cpu_s"] for o in outs),
+        "client_procs": len(outs), "wall_s": args.seconds + ramp,
+    }
+
+
+def report(r: dict) -> None:
+    print(f"{r['clients']} clients, {r['workers']} worker(s), {r['preset']}: "
+          f"{r['connected']} connected, {len(r['errors'])} failed")
+    for e in sorted(set(r["errors"]))[:5]:
+        print(f"  client error: {e}")
+    ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
+    print(f"  delivery latency  p50 {r['p50_s'] * 1000:.0f} ms  p99 {r['p99_s'] * 1000:.0f} ms  "
+          f"max {r['max_s'] * 1000:.0f} ms   target p99 < {TARGET_P99_S:g} s: "
+          f"{ok(r['p99_s'] < TARGET_P99_S)}")
+    print(f"  frames/s per client {r['frames_per_s_per_client']:.2f}   max frame "
+          f"{r['max_frame_kb']:.1f} kB   target < {TARGET_FRAME_KB:g} kB: "
+          f"{ok(r['max_frame_kb'] < TARGET_FRAME_KB)}")
+    print(f"  drops reported by the server: {r['dropped']}")
+    print(f"  engine pace {r['pace']:.1f} simulated s per wall s (speed-up x{r['speed']:g}): "
+          f"{ok(abs(r['pace'] / r['speed'] - 1) < 0.05)}")
+    print(f"  GET / (logged in) p50 {r['page_p50_s'] * 1000:.0f} ms  max "
+          f"{r['page_max_s'] * 1000:.0f} ms  (HTTP {r['page_status']}, {r['page_kb']:.1f} kB)")
+    print("  CPU over the window: " + ", ".join(f"{k} {v * 100:.0f} %"
+                                                for k, v in r["cpu"].items())
+          + f"; the {r['client_procs']} client processes used {r['client_cpu_s']:.0f} CPU-s "
+          f"in {r['wall_s']:.0f} s (ramp included) on {os.cpu_count()} cores")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=500)
+    parser.add_argument("--preset", default="hyperscale-100k")
+    parser.add_argument("--workers", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--speed", type=float, default=60.0)
+    parser.add_argument("--frame-interval", type=float, default=1.0)
+    parser.add_argument("--snapshot-interval", type=float, default=20.0,
+                        help="wall s between engine snapshots (20: at least one in the window)")
+    parser.add_argument("--client-procs", type=int, default=min(4, os.cpu_count() or 1))
+    parser.add_argument("--redis-url", default=None)
+    report(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+/* Failures: interruptions by cause, mean time to failure by job size, spares and repairs. */
+(function () {
+  "use strict";
+
+  var P = window.TwinPanels;
+
+  TwinLive.on("data", function (msg) {
+    var inter = msg.interruptions || {};
+    var failures = msg.failures || {};
+    P.setText("interruptions-unplanned", P.fmt(inter.unplanned));
+    P.setText("interruptions-planned", P.fmt(inter.planned));
+    P.setText("failures-total", P.fmt(failures.total));
+    P.setText("spares-free", P.fmt(failures.spares_free));
+    P.setText("repairs-pending", P.fmt(failures.repairs_pending));
+    var lemons = failures.lemon_nodes || [];
+    P.setText("lemon-count", P.fmt(lemons.length));
+    P.setText("lemon-nodes", lemons.length ? "Nodes " + lemons.join(", ") : "None.");
+    P.fillTable("mttf-rows", (failures.mttf_by_size || []).map(function (b) {
+      return [b.gpus, P.fmt(b.jobs), P.fmt(b.interruptions),
+              b.mttf_hours === null ? "no failure yet" : P.fmt(b.mttf_hours, 1) + " h"];
+    }), "No jobs yet.");
+    var byCause = inter.by_cause || {};
+    var causes = Object.keys(byCause).sort(function (a, b) { return byCause[b] - byCause[a]; });
+    P.setText("by-cause-note", causes.length ? "" : "No interruptions yet.");
+    var chart = document.getElementById("interruptions-chart");
+    chart.hidden = !causes.length;
+    if (!causes.length) return;
+    Plotly.react(chart, [{
+      type: "bar", orientation: "h", y: causes.map(function (c) { return c.replace(/_/g, " "); }),
+      x: causes.map(function (c) { return byCause[c]; }), marker: { color: "#ff6b6b" },
+    }], P.layout({ xaxis: { title: { text: "interruptions" } }, yaxis: { autorange: "reversed" },
+                   margin: { l: 160, r: 20, t: 20, b: 40 } }), P.plotConfig);
+  });
+})();

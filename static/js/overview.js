@@ -1,0 +1,96 @@
+/* Overview: utilisation, MFU and goodput over simulated time (appended, capped), the MFU-loss
+ * waterfall, counters, the event log and (staff) the engine's speed and pause controls. */
+(function () {
+  "use strict";
+
+  var MAX_POINTS = 600;
+  var P = window.TwinPanels;
+  var series = document.getElementById("series-chart");
+  var waterfall = document.getElementById("mfu-waterfall");
+  var lastT = null;
+
+  function point(msg) {
+    var util = msg.util || {};
+    var allocated = util.gpus ? 100 * util.allocated / util.gpus : null;
+    return [allocated, 100 * (msg.mfu || 0), 100 * (msg.goodput || 0)];
+  }
+
+  function seriesReset(msg) {
+    var hours = msg.t / 3600;
+    var y = point(msg);
+    var names = ["GPUs allocated %", "MFU %", "goodput %"];
+    Plotly.react(series, names.map(function (name, i) {
+      return { x: [hours], y: [y[i]], name: name, mode: "lines", type: "scatter" };
+    }), P.layout({
+      xaxis: { title: { text: "simulated time, h" } },
+      yaxis: { title: { text: "%" }, rangemode: "tozero" },
+      legend: { orientation: "h", y: 1.15 },
+    }), P.plotConfig);
+  }
+
+  function seriesAppend(msg) {
+    if (lastT === null || msg.t < lastT) {
+      seriesReset(msg);  // first data, or the engine restarted from an older snapshot
+    } else if (msg.t > lastT) {
+      var hours = msg.t / 3600;
+      var y = point(msg);
+      Plotly.extendTraces(series, { x: [[hours], [hours], [hours]], y: [[y[0]], [y[1]], [y[2]]] },
+                          [0, 1, 2], MAX_POINTS);
+    }
+    lastT = msg.t;
+  }
+
+  function waterfallDraw(msg) {
+    var loss = msg.loss_pp || {};
+    var causes = Object.keys(loss).filter(function (k) { return loss[k] > 0; })
+      .sort(function (a, b) { return loss[b] - loss[a]; });
+    var x = ["peak"].concat(causes.map(function (k) { return k.replace(/_/g, " "); }), ["MFU"]);
+    var y = [100].concat(causes.map(function (k) { return -loss[k]; }), [0]);
+    var measure = ["absolute"].concat(causes.map(function () { return "relative"; }), ["total"]);
+    Plotly.react(waterfall, [{
+      type: "waterfall", x: x, y: y, measure: measure,
+      connector: { line: { color: "#4a5563" } },
+      decreasing: { marker: { color: "#ff6b6b" } }, totals: { marker: { color: "#4fb3ff" } },
+      increasing: { marker: { color: "#8b98a5" } },
+      hovertemplate: "%{x}: %{y:.2f} pp<extra></extra>",
+    }], P.layout({ yaxis: { title: { text: "% of peak FLOPs" } }, xaxis: { tickangle: -30 },
+                   showlegend: false, margin: { l: 50, r: 20, t: 20, b: 110 } }),
+    P.plotConfig);
+  }
+
+  TwinLive.on("data", function (msg) {
+    P.counters(msg);
+    P.events(msg);
+    seriesAppend(msg);
+    waterfallDraw(msg);
+    P.setText("speed-value", msg.speed ? "×" + msg.speed : "–");
+    P.setText("paused-value", msg.paused ? "paused" : "running");
+    var pause = document.getElementById("pause-toggle");
+    if (pause) {
+      pause.textContent = msg.paused ? "Resume" : "Pause";
+      pause.dataset.paused = msg.paused ? "true" : "false";
+    }
+  });
+
+  var controls = document.getElementById("engine-controls");
+  if (!controls) return;
+  function say(text, isError) {
+    var out = document.getElementById("control-status");
+    out.textContent = text;
+    out.classList.toggle("error", !!isError);
+  }
+  controls.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var factor = Number(document.getElementById("speed-input").value);
+    if (!TwinLive.send({ type: "speed", factor: factor })) say("Not connected.", true);
+  });
+  document.getElementById("pause-toggle").addEventListener("click", function (event) {
+    var paused = event.currentTarget.dataset.paused === "true";
+    if (!TwinLive.send({ type: "pause", paused: !paused })) say("Not connected.", true);
+  });
+  TwinLive.on("ack", function (msg) {
+    say(msg.of === "speed" ? "Speed set to ×" + msg.factor + "." :
+        msg.paused ? "Pausing the engine." : "Resuming the engine.");
+  });
+  TwinLive.on("error", function (msg) { say(msg.message, true); });
+})();

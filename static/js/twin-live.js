@@ -1,0 +1,151 @@
+/* The live twin's one WebSocket per page, with a small publish/subscribe for page scripts.
+ *
+ *   TwinLive.on("data", fn)      every snapshot and frame (the full live state), in seq order
+ *   TwinLive.on("snapshot", fn)  a full snapshot (on connect and after a resync)
+ *   TwinLive.on("frame", fn)     a frame that follows the previous one
+ *   TwinLive.on("ack", fn)       the server accepted a command (speed, pause)
+ *   TwinLive.on("error", fn)     the server refused a message ({message})
+ *   TwinLive.on("status", fn)    {connected, stale} whenever either changes
+ *   TwinLive.send(obj)           send a JSON message; false while disconnected
+ *
+ * Frames carry a sequence number: on a gap the client asks for a fresh snapshot ({"type":
+ * "resync"}) and ignores frames until it arrives. A dropped connection is retried with
+ * exponential backoff (1 s doubling to 30 s, with jitter); while disconnected, or when no frame
+ * came for 5 s, #stale-banner is shown.
+ */
+(function () {
+  "use strict";
+
+  var STALE_AFTER_MS = 5000;
+  var BACKOFF_MIN_MS = 1000;
+  var BACKOFF_MAX_MS = 30000;
+
+  var handlers = {};
+  var socket = null;
+  var attempt = 0;
+  var lastSeq = null;
+  var awaitingSnapshot = false;
+  var lastDataAt = Date.now();
+  var status = { connected: false, stale: false };
+
+  function on(topic, fn) {
+    (handlers[topic] = handlers[topic] || []).push(fn);
+  }
+
+  function emit(topic, message) {
+    (handlers[topic] || []).forEach(function (fn) {
+      try {
+        fn(message);
+      } catch (err) {
+        console.error("TwinLive " + topic + " handler failed", err);
+      }
+    });
+  }
+
+  function url() {
+    return (location.protocol === "https:" ? "wss" : "ws") + "://" + location.host + "/ws/twin/";
+  }
+
+  function send(message) {
+    if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify(message));
+    return true;
+  }
+
+  function setStatus(connected, stale) {
+    if (status.connected === connected && status.stale === stale) return;
+    status = { connected: connected, stale: stale };
+    var banner = document.getElementById("stale-banner");
+    if (banner) banner.hidden = !stale;
+    document.body.classList.toggle("is-stale", stale);
+    emit("status", status);
+  }
+
+  function checkStale() {
+    var open = !!socket && socket.readyState === WebSocket.OPEN;
+    setStatus(open, !open || Date.now() - lastDataAt > STALE_AFTER_MS);
+  }
+
+  function showHealth(message) {
+    var badge = document.getElementById("engine-health");
+    if (!badge || !message.health) return;
+    var text = "engine " + message.health;
+    if (message.paused) text += " · paused";
+    if (message.speed) text += " · ×" + message.speed;
+    badge.textContent = text;
+    badge.dataset.health = message.health;
+  }
+
+  function deliver(topic, message) {
+    lastSeq = message.seq;
+    lastDataAt = Date.now();
+    checkStale();
+    showHealth(message);
+    emit(topic, message);
+    emit("data", message);
+  }
+
+  function handle(message) {
+    switch (message.type) {
+      case "snapshot":
+        awaitingSnapshot = false;
+        attempt = 0;
+        if (message.pending) {
+          lastSeq = message.seq;  // connected, but the engine has no frame yet
+          return;
+        }
+        deliver("snapshot", message);
+        return;
+      case "frame":
+        if (awaitingSnapshot || (lastSeq !== null && message.seq <= lastSeq)) return;
+        if (lastSeq !== null && message.seq !== lastSeq + 1) {
+          awaitingSnapshot = true;
+          send({ type: "resync" });
+          return;
+        }
+        deliver("frame", message);
+        return;
+      case "ack":
+        emit("ack", message);
+        return;
+      case "error":
+        emit("error", message);
+        return;
+      default:
+        console.warn("TwinLive: unknown message type", message.type);
+    }
+  }
+
+  function connect() {
+    socket = new WebSocket(url());
+    socket.onopen = function () {
+      lastDataAt = Date.now();
+      checkStale();
+    };
+    socket.onmessage = function (event) {
+      var message;
+      try {
+        message = JSON.parse(event.data);
+      } catch (err) {
+        console.error("TwinLive: a message that is not JSON", err);
+        return;
+      }
+      handle(message);
+    };
+    socket.onclose = function () {
+      socket = null;
+      awaitingSnapshot = false;
+      checkStale();
+      var ceiling = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * Math.pow(2, attempt));
+      attempt += 1;
+      setTimeout(connect, Math.max(BACKOFF_MIN_MS, ceiling / 2 + Math.random() * ceiling / 2));
+    };
+  }
+
+  window.TwinLive = { on: on, send: send, status: function () { return status; } };
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setInterval(checkStale, 1000);
+    connect();
+  });
+})();

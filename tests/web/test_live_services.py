@@ -1,0 +1,124 @@
+"""Services and selectors of the live engine: drill requests, speed, pause, snapshots."""
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from twin import models as m
+from twin import selectors, services
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Commands sent to the engine group, instead of a channel layer."""
+    calls = []
+    monkeypatch.setattr(services, "command_send", lambda command, **p: calls.append((command, p)))
+    return calls
+
+
+@pytest.fixture
+def request_drill(demo_users, django_capture_on_commit_callbacks):
+    """``drill_request`` as the staff user, its on-commit dispatch run at once."""
+    def request(user="staff", **kw):
+        with django_capture_on_commit_callbacks(execute=True):
+            return services.drill_request(user=demo_users[user], **kw)
+    return request
+
+
+def test_staff_request_a_drill_it_is_recorded_pending_and_sent(demo_users, sent, request_drill):
+    drill = request_drill(kind="storage_slowdown", target="random",
+                          params={"factor": 0.5, "duration_s": 600})
+    assert (drill.status, drill.requested_by, drill.target) == ("pending", demo_users["staff"],
+                                                                "random")
+    assert sent == [("drill", {"drill_id": drill.pk, "kind": "storage_slowdown",
+                               "target": "random",
+                               "params": {"factor": 0.5, "duration_s": 600.0}})]
+    assert selectors.drills_recent() == [drill]
+
+
+def test_a_drill_the_engine_cannot_be_sent_is_marked_refused(monkeypatch, request_drill):
+    def down(command, **params):
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(services, "command_send", down)
+    drill = request_drill(kind="node", target="random", params={})
+    drill.refresh_from_db()
+    assert drill.status == "refused" and "redis is down" in drill.outcome["error"]
+
+
+def test_a_numeric_target_travels_as_an_integer(sent, request_drill):
+    request_drill(kind="node", target="12", params=None)
+    assert sent[0][1]["target"] == 12
+
+
+def test_an_operator_cannot_request_a_drill(sent, request_drill):
+    with pytest.raises(PermissionDenied):
+        request_drill(user="operator", kind="node", target="random", params={})
+    assert not m.Drill.objects.exists() and not sent
+
+
+@pytest.mark.parametrize("kind, target, params, says", [
+    ("meteor", "random", {}, "unknown drill 'meteor'"),
+    ("node", -1, {}, "non-negative"),
+    ("node", "all", {}, "cannot target 'all'"),
+    ("node", "rack-7", {}, "'random' or a non-negative id"),
+    ("node", 1.5, {}, "target must be"),
+    ("node", "random", {"factor": 2}, "takes no parameters"),
+    ("storage_slowdown", "random", {"factor": 1.5}, "at most 1"),
+    ("storage_slowdown", "random", {"factor": 0}, "positive number"),
+    ("storage_slowdown", "random", {"factor": "half"}, "positive number"),
+    ("storage_slowdown", "random", {"duration_s": True}, "positive number"),
+    ("storage_slowdown", "random", {"duration_s": float("nan")}, "positive number"),
+    ("power_cap", "all", {"fraction": 1.2}, "at most 1"),
+    ("inference_surge", "random", {"speed": 2}, "takes factor, duration_s"),
+    ("supply_cut", 3, {}, "targets a name"),
+    ("supply_cut", "H100; DROP TABLE", {}, "not a valid name"),
+    ("node", "random", [1], "object of name: number"),
+])
+def test_bad_drills_are_refused_with_a_clear_message_and_nothing_is_created(
+        sent, request_drill, kind, target, params, says):
+    with pytest.raises(ValidationError) as err:
+        request_drill(kind=kind, target=target, params=params)
+    assert says in " ".join(err.value.messages)
+    assert not m.Drill.objects.exists() and not sent
+
+
+def test_named_targets_and_all_are_accepted_where_the_kind_takes_them(sent, request_drill):
+    for kind, target in (("supply_cut", "H100-SXM"), ("cloud_region_loss", "aws/us-east-1"),
+                         ("inference_surge", "all"), ("power_cap", "all")):
+        request_drill(kind=kind, target=target, params={})
+    assert [p["target"] for _, p in sent] == ["H100-SXM", "aws/us-east-1", "all", "all"]
+
+
+def test_speed_and_pause_are_for_staff_with_the_drill_permission(demo_users, sent):
+    with pytest.raises(PermissionDenied):
+        services.engine_speed_set(user=demo_users["operator"], factor=10)
+    with pytest.raises(PermissionDenied):
+        services.engine_pause(user=demo_users["operator"], paused=True)
+    assert services.engine_speed_set(user=demo_users["staff"], factor=600) == 600.0
+    assert services.engine_pause(user=demo_users["staff"], paused=False) is False
+    assert sent == [("speed", {"factor": 600.0}), ("resume", {})]
+
+
+@pytest.mark.parametrize("factor", [0, -1, 10_001, "7", None, True, float("inf")])
+def test_speed_out_of_range_is_refused(demo_users, sent, factor):
+    with pytest.raises(ValidationError):
+        services.engine_speed_set(user=demo_users["staff"], factor=factor)
+    assert not sent
+
+
+def test_only_the_newest_three_snapshots_are_kept(db):
+    for t in range(5):
+        services.engine_snapshot_save(data=b"x", t_sim=float(t), preset="dev-small", seed=0)
+    assert list(m.EngineSnapshot.objects.values_list("t_sim", flat=True)) == [4.0, 3.0, 2.0]
+    assert selectors.engine_snapshot_latest(preset="dev-small", seed=0).t_sim == 4.0
+    assert selectors.engine_snapshot_latest(preset="dev-small", seed=1) is None
+
+
+def test_live_state_is_one_row_updated_in_place(db):
+    assert selectors.live_state_get() is None
+    for seq in (1, 2):
+        services.live_state_write(seq=seq, t_sim=60.0 * seq, frame={"t": 60.0 * seq},
+                                  health="ok", last_error="", speed=60.0, paused=False)
+    state = selectors.live_state_get()
+    assert (m.LiveState.objects.count(), state.pk, state.seq, state.frame) == (
+        1, 1, 2, {"t": 120.0})

@@ -1,0 +1,449 @@
+"""The live engine's driver: steps the core against the wall clock, applies commands, publishes.
+
+One :class:`EngineDriver` owns one :class:`scheduler.engine.Engine`. Every ``FRAME_INTERVAL_S``
+of wall time it advances the engine by ``speed`` times the wall seconds that really passed (so a
+slow step does not slow the twin down: the next one covers more simulated time), builds the
+live frame, writes it to the single ``LiveState`` row and publishes it to every dashboard.
+Engine work (stepping, frames, pickling) runs in one worker thread, so the event loop that
+serves WebSockets stays responsive; database writes go through ``database_sync_to_async``.
+
+It runs embedded (a background task of the daphne process, started by the first dashboard
+connection through :func:`driver_ensure_started`) or alone (``manage.py run_engine``).
+A crash inside a step is logged, shown as ``health=error`` and healed by restoring the last
+snapshot (or rebuilding the scenario): it never reaches the web server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import logging
+import os
+import pickle
+import signal
+import tempfile
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from scheduler.live import live_frame
+from scheduler.presets import PRESETS
+from scheduler.simulate import scenario_engine
+from twin import broadcast, selectors, services
+from twin.conf import app_setting
+from twin.engine_commands import ENGINE_COMMANDS, Command, CommandError, command_parse, json_safe
+
+logger = logging.getLogger(__name__)
+
+SCENARIO_DAYS = 366
+"""The live scenario's horizon, days of simulated time."""
+
+MAX_CATCH_UP_S = 60.0
+"""Most wall seconds one step makes up for (after a suspended machine, not a slow step)."""
+
+
+def engine_pickle(engine) -> bytes:
+    return zlib.compress(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _engine_pickle_forked(engine, path: str) -> tuple[int, float]:
+    """Fork; the child pickles its copy-on-write view of ``engine`` to ``path`` and exits.
+
+    Pickling holds the GIL for seconds (1.7 s for dev-small, 5 s for hyperscale-100k), which
+    would freeze an embedded web server; the child takes that cost instead. Called in the
+    engine thread between steps, so the child sees one consistent instant.
+    """
+    t_sim = float(engine.now)
+    pid = os.fork()
+    if pid == 0:  # the child: no logging, no database, no event loop; only the file
+        code = 1
+        try:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)
+            os.nice(10)  # the web server and the engine come first
+            with open(path, "wb") as out:
+                out.write(engine_pickle(engine))
+            code = 0
+        finally:
+            os._exit(code)
+    return pid, t_sim
+
+
+def engine_unpickle(data: bytes):
+    # Snapshots are written by this application's own engine process, never uploaded.
+    return pickle.loads(zlib.decompress(bytes(data)))
+
+
+class EngineDriver:
+    """Paces one engine live. ``await start()``, then ``await run()`` (or ``step_once()``).
+
+    Parameters
+    ----------
+    preset, seed, speed : optional
+        Override the cluster's preset, ``CLUSTERTWIN["SEED"]`` and the speed-up (simulated s
+        per wall s; default: the last one set, else ``CLUSTERTWIN["SPEEDUP"]``).
+    frame_interval_s, snapshot_interval_s : float, optional
+        Wall seconds between frames and between snapshots (default: the settings).
+    clock : callable
+        Wall clock in seconds (monotonic); tests inject a fake one.
+    snapshot_in_child : bool, optional
+        Pickle snapshots in a forked child (default where ``os.fork`` exists), so the
+        event loop is not frozen while they are written.
+    layer : channel layer, optional
+        Default: the configured one.
+    """
+
+    def __init__(self, *, preset: str | None = None, seed: int | None = None,
+                 speed: float | None = None, frame_interval_s: float | None = None,
+                 snapshot_interval_s: float | None = None, clock=time.monotonic, layer=None,
+                 snapshot_in_child: bool | None = None):
+        self.preset = preset
+        self.seed = app_setting("SEED") if seed is None else int(seed)
+        self.speed = speed
+        self.frame_interval_s = frame_interval_s or app_setting("FRAME_INTERVAL_S")
+        self.snapshot_interval_s = snapshot_interval_s or app_setting("SNAPSHOT_INTERVAL_S")
+        self.clock = clock
+        self.layer = layer or get_channel_layer()
+        self.snapshot_in_child = (hasattr(os, "fork") if snapshot_in_child is None
+                                  else snapshot_in_child)
+        self.engine = None
+        self.seq = 0
+        self.paused = False
+        self.health = "starting"
+        self.last_error = ""
+        self.lag_ticks = 0
+        self.steps = 0
+        self._snapshot_blob: bytes | None = None
+        self._inbox: collections.deque = collections.deque()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="twin-engine")
+        self._channel: str | None = None
+        self._receiver: asyncio.Task | None = None
+        self._stop = asyncio.Event()
+        self._last_wall: float | None = None
+        self._last_snapshot_wall: float | None = None
+        self._snapshot_task: asyncio.Task | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Build (or resume) the engine and listen for commands."""
+        state = await database_sync_to_async(selectors.live_state_get)()
+        if state is not None:
+            self.seq = state.seq
+            self.paused = state.paused
+            if self.speed is None:
+                self.speed = state.speed
+        if self.speed is None:
+            self.speed = app_setting("SPEEDUP")
+        if self.preset is None:
+            self.preset = await database_sync_to_async(_cluster_preset)()
+        await database_sync_to_async(services.live_state_health_set)(health="starting")
+        snap = await database_sync_to_async(selectors.engine_snapshot_latest)(
+            preset=self.preset, seed=self.seed)
+        self.engine = await self._in_engine(self._load_or_build,
+                                            None if snap is None else bytes(snap.data))
+        if snap is not None and self.engine is not None:
+            self._snapshot_blob = bytes(snap.data)
+        self._channel = await self.layer.new_channel()
+        await self.layer.group_add(broadcast.ENGINE_GROUP, self._channel)
+        self._receiver = asyncio.create_task(self._receive_loop())
+        self._last_wall = self._last_snapshot_wall = self.clock()
+        logger.info("live engine: %s (seed %d) at t=%.0f s, speed x%g%s", self.preset,
+                    self.seed, self.engine.now, self.speed, ", paused" if self.paused else "")
+
+    def _load_or_build(self, data: bytes | None):
+        if data is not None:
+            try:
+                return engine_unpickle(data)
+            except Exception:
+                logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
+        engine, _ = scenario_engine(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
+                                    failures=True, physics=True)
+        return engine
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to finish its step, snapshot and return (signal handlers call it)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Step every frame interval until :meth:`request_stop`; then snapshot and stop."""
+        interval = self.frame_interval_s
+        next_tick = self.clock()
+        try:
+            while not self._stop.is_set():
+                try:
+                    await self.step_once()
+                except Exception:  # step_once heals the engine itself; this is a last guard
+                    logger.exception("live engine: step failed")
+                if (self.clock() - self._last_snapshot_wall >= self.snapshot_interval_s
+                        and (self._snapshot_task is None or self._snapshot_task.done())):
+                    # in the background: the engine keeps stepping while a child pickles
+                    self._last_snapshot_wall = self.clock()
+                    self._snapshot_task = asyncio.create_task(self._snapshot_safely())
+                next_tick += interval
+                now = self.clock()
+                if now > next_tick:  # the step overran: skip the ticks it missed
+                    missed = int((now - next_tick) // interval) + 1
+                    self.lag_ticks += missed
+                    next_tick += missed * interval
+                try:
+                    await asyncio.wait_for(self._stop.wait(), timeout=max(0.0, next_tick - now))
+                except TimeoutError:
+                    pass
+        finally:
+            await self.close()
+
+    async def close(self, *, snapshot: bool = True) -> None:
+        """Final snapshot (unless told not to), ``health=stopped``, leave the command group."""
+        if self._receiver is not None:
+            self._receiver.cancel()
+            self._receiver = None
+        if self._channel is not None:
+            try:
+                await self.layer.group_discard(broadcast.ENGINE_GROUP, self._channel)
+            except Exception:
+                logger.exception("live engine: could not leave the command group")
+            self._channel = None
+        if self._snapshot_task is not None:
+            await asyncio.wait([self._snapshot_task])
+        if self.engine is not None:
+            if snapshot:
+                await self._snapshot_safely()
+            self.health = "stopped"
+            try:
+                await self._publish(await self._in_engine(live_frame, self.engine))
+            except Exception:
+                logger.exception("live engine: the last frame failed")
+        self._executor.shutdown(wait=False)
+        logger.info("live engine stopped at t=%.0f s", self.engine.now if self.engine else 0)
+
+    # ----------------------------------------------------------------- one step
+    async def step_once(self) -> dict:
+        """One iteration: apply commands, advance by speed x wall time, write and publish."""
+        now = self.clock()
+        elapsed = min(max(now - self._last_wall, 0.0), MAX_CATCH_UP_S)
+        self._last_wall = now
+        await self._commands_apply()
+        advance = 0.0 if self.paused else self.speed * elapsed
+        try:
+            frame = await self._in_engine(self._advance, advance)
+            self.health = "ok"
+        except Exception as exc:
+            frame = await self._engine_failed(exc)
+        self.steps += 1
+        return await self._publish(frame)
+
+    def _advance(self, advance: float) -> dict:
+        engine = self.engine
+        engine.run_until(engine.now + advance)
+        return live_frame(engine)
+
+    async def _publish(self, frame: dict) -> dict:
+        self.seq += 1
+        frame = {**frame, "speed": self.speed, "paused": self.paused, "health": self.health,
+                 "lag_ticks": self.lag_ticks}
+        t = float(self.engine.now) if self.engine is not None else 0.0
+        try:
+            await database_sync_to_async(services.live_state_write)(
+                seq=self.seq, t_sim=t, frame=frame, health=self.health,
+                last_error=self.last_error, speed=self.speed, paused=self.paused)
+            await broadcast.frame_publish(frame, self.seq, t, layer=self.layer)
+        except Exception:
+            logger.exception("live engine: could not write or publish frame %d", self.seq)
+        return frame
+
+    async def _engine_failed(self, exc: BaseException) -> dict:
+        """Log, report ``health=error`` and carry on from the last snapshot (or afresh)."""
+        logger.exception("live engine step failed at t=%s; restoring the last snapshot",
+                         getattr(self.engine, "now", None), exc_info=exc)
+        self.health = "error"
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        try:
+            self.engine = await self._in_engine(self._load_or_build, self._snapshot_blob)
+            return await self._in_engine(live_frame, self.engine)
+        except Exception:
+            logger.exception("live engine: restoring failed too")
+            return {"t": getattr(self.engine, "now", 0.0)}
+
+    # ----------------------------------------------------------------- snapshots
+    async def snapshot(self) -> int:
+        """Store the engine as it is now; returns the snapshot id."""
+        if self.snapshot_in_child:
+            blob, t_sim = await self._pickle_in_child()
+        else:
+            t_sim = float(self.engine.now)
+            blob = await self._in_engine(engine_pickle, self.engine)
+        self._snapshot_blob = blob
+        self._last_snapshot_wall = self.clock()
+        return await database_sync_to_async(services.engine_snapshot_save)(
+            data=blob, t_sim=t_sim, preset=self.preset, seed=self.seed)
+
+    async def _pickle_in_child(self) -> tuple[bytes, float]:
+        fd, path = tempfile.mkstemp(prefix="clustertwin-snapshot-")
+        os.close(fd)
+        try:
+            pid, t_sim = await self._in_engine(_engine_pickle_forked, self.engine, path)
+            _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"the snapshot process exited with status {status}")
+            return await asyncio.to_thread(Path(path).read_bytes), t_sim
+        finally:
+            os.unlink(path)
+
+    async def _snapshot_safely(self) -> int | None:
+        try:
+            return await self.snapshot()
+        except Exception:
+            logger.exception("live engine: snapshot failed")
+            self._last_snapshot_wall = self.clock()
+            return None
+
+    # ----------------------------------------------------------------- commands
+    async def _receive_loop(self) -> None:
+        while True:
+            try:
+                self._inbox.append(await self.layer.receive(self._channel))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("live engine: receiving commands failed; retrying")
+                await asyncio.sleep(1.0)
+
+    async def _commands_apply(self) -> None:
+        while self._inbox:
+            message = self._inbox.popleft()
+            try:
+                await self.command_apply(command_parse(message))
+            except CommandError as exc:
+                logger.warning("live engine: command refused: %s (%r)", exc, message)
+            except Exception:
+                logger.exception("live engine: command failed: %r", message)
+
+    async def command_apply(self, cmd: Command) -> None:
+        """Apply one parsed command now (between steps)."""
+        if cmd.name == "speed":
+            self.speed = cmd.params["factor"]
+            logger.info("live engine: speed x%g", self.speed)
+        elif cmd.name in ("pause", "resume"):
+            self.paused = cmd.name == "pause"
+        elif cmd.name in ENGINE_COMMANDS:
+            try:
+                await self._in_engine(self.engine.command, cmd.name, **cmd.params)
+            except ValueError as exc:
+                logger.warning("live engine: %s refused: %s", cmd.name, exc)
+        elif cmd.name == "drill":
+            await self._drill(cmd)
+        elif cmd.name == "snapshot_request":
+            snapshot_id = await self._snapshot_safely()
+            if cmd.reply_channel:
+                await self.layer.send(cmd.reply_channel, broadcast.snapshot_done_message(
+                    snapshot_id=snapshot_id, t_sim=float(self.engine.now)))
+
+    async def _drill(self, cmd: Command) -> None:
+        if not await database_sync_to_async(services.drill_claim)(drill_id=cmd.drill_id):
+            logger.warning("live engine: drill %s is not pending; ignored", cmd.drill_id)
+            return
+        applied, outcome = True, {}
+        try:
+            outcome = json_safe(await self._in_engine(self.engine.command, "drill",
+                                                      **cmd.params))
+        except ValueError as exc:
+            applied, outcome = False, {"error": str(exc)}
+        except Exception as exc:
+            applied, outcome = False, {"error": f"the engine failed: {exc}"}
+            await self._engine_failed(exc)
+        await database_sync_to_async(services.drill_outcome_record)(
+            drill_id=cmd.drill_id, applied=applied, outcome=outcome,
+            t_sim=float(self.engine.now))
+
+    async def _in_engine(self, fn, *args, **kwargs):
+        """Run ``fn`` in the engine's own thread (one at a time: the engine is not shared)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+
+def _cluster_preset() -> str:
+    cluster = selectors.cluster_current()
+    preset = cluster.preset if cluster is not None else ""
+    if preset in PRESETS:
+        return preset
+    if preset:
+        logger.warning("cluster preset %r has no scenario; the live engine runs %s", preset,
+                       app_setting("DEFAULT_PRESET"))
+    return app_setting("DEFAULT_PRESET")
+
+
+# ----------------------------------------------------------------- embedded mode
+_embedded: dict = {"task": None, "driver": None}
+
+
+def driver_ensure_started() -> bool:
+    """Start the embedded driver once per process (ENGINE_MODE=embedded); True if it runs.
+
+    Callable from async code (the WebSocket consumer) and from sync views served by daphne
+    (``sync_to_async`` threads know the server's event loop). Elsewhere (tests, a shell, a
+    separate or ``off`` engine mode) it starts nothing.
+    """
+    if app_setting("ENGINE_MODE") != "embedded":
+        return False
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        from asgiref.sync import SyncToAsync
+        loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+        if loop is None or not loop.is_running():
+            return False
+        loop.call_soon_threadsafe(_embedded_start, loop)
+        return True
+    _embedded_start(loop)
+    return True
+
+
+def embedded_driver() -> EngineDriver | None:
+    """The embedded driver of this process, if one runs (for /metrics)."""
+    task = _embedded["task"]
+    return _embedded["driver"] if task is not None and not task.done() else None
+
+
+def _embedded_start(loop) -> None:
+    task = _embedded["task"]
+    if task is not None and not task.done() and task.get_loop() is loop:
+        return
+    driver = EngineDriver()
+    _embedded["driver"] = driver
+    # a fresh context: the driver outlives the connection that happened to start it
+    _embedded["task"] = loop.create_task(_embedded_run(driver), name="twin-engine",
+                                         context=contextvars.Context())
+
+
+async def _embedded_run(driver: EngineDriver) -> None:
+    try:
+        await driver.start()
+    except Exception:
+        logger.exception("live engine (embedded) could not start; the next dashboard "
+                         "connection tries again")
+        return
+    _shutdown_hook_install(driver)
+    await driver.run()
+
+
+def _shutdown_hook_install(driver: EngineDriver) -> None:
+    """Under daphne, snapshot before the reactor shuts down (SIGTERM, SIGINT)."""
+    try:
+        from twisted.internet import reactor
+        from twisted.internet.defer import Deferred
+    except ImportError:
+        return
+    if not getattr(reactor, "running", False):
+        return
+    task = _embedded["task"]
+
+    def on_shutdown():
+        driver.request_stop()
+        return Deferred.fromFuture(asyncio.ensure_future(asyncio.wait([task])))
+
+    reactor.addSystemEventTrigger("before", "shutdown", on_shutdown)

@@ -1,0 +1,92 @@
+"""Commands the live engine driver accepts from the ``twin.engine`` group, parsed strictly.
+
+Messages come from services (which already validated them) but travel through a channel layer
+that anything on the network may write to, so the driver checks them again: a malformed
+command is logged and dropped, never applied.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+SPEED_MAX = 10_000.0
+"""Fastest speed-up, simulated seconds per wall second (the same bound as the services')."""
+
+ENGINE_COMMANDS = ("drain_node", "undrain_node")
+"""Commands passed to ``Engine.command`` as they are."""
+
+
+class CommandError(ValueError):
+    """A command message that cannot be applied; the message says why."""
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    params: dict = field(default_factory=dict)
+    drill_id: int | None = None
+    reply_channel: str | None = None
+
+
+def _int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CommandError(f"{name} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _speed(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and 0 < value <= SPEED_MAX):
+        raise CommandError(f"speed factor must be a number in (0, {SPEED_MAX:g}], "
+                           f"not {value!r}")
+    return float(value)
+
+
+def command_parse(message: dict) -> Command:
+    """Turn a ``twin.engine`` group message into a :class:`Command`; raises CommandError."""
+    if not isinstance(message, dict):
+        raise CommandError(f"a command is a dict, not {type(message).__name__}")
+    name = message.get("command")
+    params = message.get("params") or {}
+    if not isinstance(params, dict):
+        raise CommandError("command parameters must be a dict")
+    if name == "speed":
+        return Command("speed", {"factor": _speed(params.get("factor"))})
+    if name in ("pause", "resume"):
+        return Command(name)
+    if name in ENGINE_COMMANDS:
+        return Command(name, {"node": _int("node", params.get("node"))})
+    if name == "drill":
+        drill_id = _int("drill_id", params.get("drill_id"))
+        kind = params.get("kind")
+        target = params.get("target", "random")
+        extra = params.get("params") or {}
+        if not isinstance(kind, str) or not isinstance(extra, dict):
+            raise CommandError("a drill needs a kind (string) and params (dict)")
+        if isinstance(target, str) and target.isdigit():
+            target = int(target)
+        if "kind" in extra or "target" in extra:
+            raise CommandError("drill params cannot override kind or target")
+        return Command("drill", {"kind": kind, "target": target, **extra}, drill_id=drill_id)
+    if name == "snapshot_request":
+        reply = params.get("reply_channel")
+        if reply is not None and not isinstance(reply, str):
+            raise CommandError("reply_channel must be a channel name")
+        return Command("snapshot_request", reply_channel=reply)
+    raise CommandError(f"unknown engine command {name!r}")
+
+
+def json_safe(value):
+    """An engine result as plain JSON values (numpy scalars and arrays, tuples, sets)."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(v) for v in value]
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return json_safe(value.tolist())
+    return str(value)

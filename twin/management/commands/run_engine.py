@@ -1,0 +1,77 @@
+"""``run_engine``: the live engine in its own process (CLUSTERTWIN_ENGINE=separate).
+
+Frames reach the daphne workers through the Redis channel layer (REDIS_URL). SIGTERM or SIGINT
+finishes the current step, stores a snapshot and exits; the next start resumes from it.
+"""
+
+import asyncio
+import math
+import signal
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.presets import PRESETS
+from twin.checks import IN_MEMORY_LAYER, channel_layer_backend
+from twin.driver import EngineDriver
+from twin.engine_commands import SPEED_MAX
+
+PROGRESS_EVERY_S = 10.0
+
+
+def _speed(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CommandError(f"--speed {raw!r} is not a number") from None
+    if not (math.isfinite(value) and 0 < value <= SPEED_MAX):
+        raise CommandError(f"--speed must be in (0, {SPEED_MAX:g}], not {raw}")
+    return value
+
+
+class Command(BaseCommand):
+    help = ("Run the live engine in its own process; frames go to the web processes through "
+            "the channel layer (set REDIS_URL).")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--speed", help="simulated seconds per wall second "
+                            "(default: the last one set, else CLUSTERTWIN_SPEEDUP)")
+        parser.add_argument("--preset", choices=sorted(PRESETS),
+                            help="scenario (default: the cluster's preset, else "
+                            "CLUSTERTWIN_PRESET)")
+
+    def handle(self, *args, **opts):
+        speed = None if opts["speed"] is None else _speed(opts["speed"])
+        if channel_layer_backend() == IN_MEMORY_LAYER:
+            self.stderr.write("warning: in-memory channel layer: no web process will see these "
+                              "frames (set REDIS_URL)")
+        driver = EngineDriver(preset=opts["preset"], speed=speed)
+        asyncio.run(self._run(driver))
+
+    async def _run(self, driver: EngineDriver) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, driver.request_stop)
+        await driver.start()
+        self.stdout.write(f"live engine: {driver.preset}, seed {driver.seed}, "
+                          f"t={driver.engine.now / 86400:.2f} d, x{driver.speed:g}")
+        self.stdout.flush()
+        progress = asyncio.create_task(self._progress(driver))
+        try:
+            await driver.run()
+        finally:
+            progress.cancel()
+        self.stdout.write(f"stopped at t={driver.engine.now / 86400:.3f} d, frame #{driver.seq}, "
+                          "snapshot stored")
+
+    async def _progress(self, driver: EngineDriver) -> None:
+        last_wall, last_t = time.monotonic(), driver.engine.now
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            wall, t = time.monotonic(), driver.engine.now
+            pace = (t - last_t) / max(wall - last_wall, 1e-9)
+            last_wall, last_t = wall, t
+            self.stdout.write(f"t={t / 86400:.3f} d  frame #{driver.seq}  x{driver.speed:g}"
+                              f"{' paused' if driver.paused else ''}  pace {pace:.1f} sim-s/s  "
+                              f"lag {driver.lag_ticks} tick(s)  health {driver.health}")
+            self.stdout.flush()
