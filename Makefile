@@ -40,6 +40,7 @@ bench: venv
 	$(BIN)/python -m bench.routing
 	$(BIN)/python -m bench.simulate
 	$(BIN)/python -m bench.llama3
+	$(BIN)/python -m bench.websocket --clients 500
 
 clean:
 	rm -rf $(VENV) db.sqlite3 staticfiles

@@ -167,6 +167,8 @@ def run(args) -> dict:
     finally:
         for proc in procs.values():
             stop(proc, timeout=60)
+        for db in tmp.glob("db.sqlite3*"):  # snapshots of 10 MB each; the logs stay
+            db.unlink()
     latency = [x for o in outs for x in o["latency"]]
     pace_points = sorted(p for o in outs for p in o["pace"])
     pace = ((pace_points[-1][1] - pace_points[0][1]) / (pace_points[-1][0] - pace_points[0][0])

@@ -20,13 +20,8 @@ import collections
 import contextvars
 import logging
 import os
-import pickle
-import signal
-import tempfile
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -37,6 +32,7 @@ from scheduler.simulate import scenario_engine
 from twin import broadcast, selectors, services
 from twin.conf import app_setting
 from twin.engine_commands import ENGINE_COMMANDS, Command, CommandError, command_parse, json_safe
+from twin.snapshots import engine_blob, engine_unpickle
 
 logger = logging.getLogger(__name__)
 
@@ -45,38 +41,6 @@ SCENARIO_DAYS = 366
 
 MAX_CATCH_UP_S = 60.0
 """Most wall seconds one step makes up for (after a suspended machine, not a slow step)."""
-
-
-def engine_pickle(engine) -> bytes:
-    return zlib.compress(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), 1)
-
-
-def _engine_pickle_forked(engine, path: str) -> tuple[int, float]:
-    """Fork; the child pickles its copy-on-write view of ``engine`` to ``path`` and exits.
-
-    Pickling holds the GIL for seconds (1.7 s for dev-small, 5 s for hyperscale-100k), which
-    would freeze an embedded web server; the child takes that cost instead. Called in the
-    engine thread between steps, so the child sees one consistent instant.
-    """
-    t_sim = float(engine.now)
-    pid = os.fork()
-    if pid == 0:  # the child: no logging, no database, no event loop; only the file
-        code = 1
-        try:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, signal.SIG_DFL)
-            os.nice(10)  # the web server and the engine come first
-            with open(path, "wb") as out:
-                out.write(engine_pickle(engine))
-            code = 0
-        finally:
-            os._exit(code)
-    return pid, t_sim
-
-
-def engine_unpickle(data: bytes):
-    # Snapshots are written by this application's own engine process, never uploaded.
-    return pickle.loads(zlib.decompress(bytes(data)))
 
 
 class EngineDriver:
@@ -92,8 +56,8 @@ class EngineDriver:
     clock : callable
         Wall clock in seconds (monotonic); tests inject a fake one.
     snapshot_in_child : bool, optional
-        Pickle snapshots in a forked child (default where ``os.fork`` exists), so the
-        event loop is not frozen while they are written.
+        Pickle snapshots in a forked child (default where ``os.fork`` exists; see
+        :mod:`twin.snapshots`).
     layer : channel layer, optional
         Default: the configured one.
     """
@@ -272,27 +236,12 @@ class EngineDriver:
     # ----------------------------------------------------------------- snapshots
     async def snapshot(self) -> int:
         """Store the engine as it is now; returns the snapshot id."""
-        if self.snapshot_in_child:
-            blob, t_sim = await self._pickle_in_child()
-        else:
-            t_sim = float(self.engine.now)
-            blob = await self._in_engine(engine_pickle, self.engine)
+        blob, t_sim = await engine_blob(self.engine, in_engine=self._in_engine,
+                                        in_child=self.snapshot_in_child)
         self._snapshot_blob = blob
         self._last_snapshot_wall = self.clock()
         return await database_sync_to_async(services.engine_snapshot_save)(
             data=blob, t_sim=t_sim, preset=self.preset, seed=self.seed)
-
-    async def _pickle_in_child(self) -> tuple[bytes, float]:
-        fd, path = tempfile.mkstemp(prefix="clustertwin-snapshot-")
-        os.close(fd)
-        try:
-            pid, t_sim = await self._in_engine(_engine_pickle_forked, self.engine, path)
-            _, status = await asyncio.to_thread(os.waitpid, pid, 0)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise RuntimeError(f"the snapshot process exited with status {status}")
-            return await asyncio.to_thread(Path(path).read_bytes), t_sim
-        finally:
-            os.unlink(path)
 
     async def _snapshot_safely(self) -> int | None:
         try:
@@ -394,8 +343,10 @@ def driver_ensure_started() -> bool:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         from asgiref.sync import SyncToAsync
-        loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
-        if loop is None or not loop.is_running():
+        local = SyncToAsync.threadlocal
+        loop = getattr(local, "main_event_loop", None)
+        if (loop is None or not loop.is_running()
+                or getattr(local, "main_event_loop_pid", None) != os.getpid()):
             return False
         loop.call_soon_threadsafe(_embedded_start, loop)
         return True

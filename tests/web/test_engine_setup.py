@@ -3,6 +3,7 @@
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -47,6 +48,21 @@ async def test_the_embedded_driver_starts_once_per_process(settings, monkeypatch
 def ids(settings, *, deploy=False):
     return [m.id for m in run_checks(include_deployment_checks=deploy)
             if m.id.startswith("clustertwin.")]
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_sync_view_served_by_the_server_can_start_it(settings, monkeypatch):
+    engine_mode(settings, "embedded")
+    runs = []
+
+    async def fake_run(d):
+        runs.append(d)
+
+    monkeypatch.setattr(driver, "_embedded_run", fake_run)
+    assert await sync_to_async(driver.driver_ensure_started)() is True
+    await asyncio.sleep(0.05)
+    assert len(runs) == 1
 
 
 def test_separate_engine_with_the_in_memory_layer_is_an_error(settings):
