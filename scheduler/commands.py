@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from scheduler.engine import ARRIVE
+from scheduler.failures import FailureMode
 from scheduler.placement import Placer
 from scheduler.policies import get_policy
 from scheduler.workload.jobs import TrainingJob
@@ -46,6 +47,72 @@ def undrain_node(engine, *, node) -> dict:
     engine.changed()
     engine.log("drain", f"node {n} back in service")
     return {"node": n, "drained": False}
+
+
+OPERATOR_FAILED = FailureMode("operator_marked_failed", "host", 0.0, 0.0, 0.0,
+                              source="inventory edit")
+
+
+def node_down(engine, *, node) -> dict:
+    """An operator marked the node failed: its jobs are interrupted, it leaves the pool."""
+    n = _node(engine, node)
+    rel = engine.reliability
+    nodes = np.array([n])
+    hit = rel._interrupt_nodes(nodes, OPERATOR_FAILED)
+    rel.down_count[n] += 1
+    engine.state.set_node_flags(nodes, up=False)
+    engine.changed()
+    engine.log("inventory", f"node {n} marked failed: {len(hit)} job(s) interrupted")
+    return {"node": n, "up": False, "jobs": [engine.runs[i].spec.name for i in hit]}
+
+
+def node_up(engine, *, node) -> dict:
+    """An operator marked the node repaired."""
+    n = _node(engine, node)
+    rel = engine.reliability
+    rel.down_count[n] = max(0, rel.down_count[n] - 1)
+    if rel.down_count[n] == 0:
+        engine.state.set_node_flags([n], up=True)
+    engine.changed()
+    engine.log("inventory", f"node {n} marked repaired")
+    return {"node": n, "up": bool(engine.state.node_up[n])}
+
+
+def _switch(engine, switch) -> int:
+    n = engine.plan.fabric.n_switches()
+    if isinstance(switch, bool) or not isinstance(switch, (int, np.integer)) \
+            or not 0 <= switch < n:
+        raise ValueError(f"switch {switch!r} does not exist (ids 0 .. {n - 1})")
+    return int(switch)
+
+
+def switch_down(engine, *, switch) -> dict:
+    """An operator marked a switch failed: a leaf takes its nodes down, a spine or core
+    switch removes its links (ECMP reroutes, crossing jobs slow)."""
+    sw = _switch(engine, switch)
+    f = engine.plan.fabric
+    if f.switch_tier[sw] == 0:
+        nodes = np.unique(engine.state.gpu_node[f.endpoint_leaf == sw])
+        jobs = [j for n in nodes.tolist() for j in node_down(engine, node=n)["jobs"]]
+        return {"switch": sw, "nodes_down": nodes.size, "jobs": jobs}
+    engine.reliability.failed_switches[sw] += 1
+    engine.reliability._rerate_all()
+    engine.log("inventory", f"switch {sw} marked failed")
+    return {"switch": sw, "jobs": []}
+
+
+def switch_up(engine, *, switch) -> dict:
+    sw = _switch(engine, switch)
+    f = engine.plan.fabric
+    if f.switch_tier[sw] == 0:
+        for n in np.unique(engine.state.gpu_node[f.endpoint_leaf == sw]).tolist():
+            node_up(engine, node=n)
+        return {"switch": sw}
+    rel = engine.reliability
+    rel.failed_switches[sw] = max(0, rel.failed_switches[sw] - 1)
+    rel._rerate_all()
+    engine.log("inventory", f"switch {sw} back in service")
+    return {"switch": sw}
 
 
 def set_policy(engine, *, name, placement=None) -> dict:
@@ -91,7 +158,8 @@ def drill(engine, *, kind, target="random", **params) -> dict:
     return run_drill(engine, kind, target, **params)
 
 
-COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, set_policy, inference_surge,
+COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up,
+                                     switch_down, switch_up, set_policy, inference_surge,
                                      submit_job, drill)}
 
 

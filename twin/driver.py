@@ -31,7 +31,14 @@ from scheduler.presets import PRESETS
 from scheduler.simulate import scenario_engine
 from twin import broadcast, selectors, services
 from twin.conf import app_setting
-from twin.engine_commands import ENGINE_COMMANDS, Command, CommandError, command_parse, json_safe
+from twin.engine_commands import (
+    ENGINE_COMMANDS,
+    SWITCH_COMMANDS,
+    Command,
+    CommandError,
+    command_parse,
+    json_safe,
+)
 from twin.snapshots import engine_blob, engine_unpickle
 
 logger = logging.getLogger(__name__)
@@ -279,7 +286,7 @@ class EngineDriver:
             logger.info("live engine: speed x%g", self.speed)
         elif cmd.name in ("pause", "resume"):
             self.paused = cmd.name == "pause"
-        elif cmd.name in ENGINE_COMMANDS:
+        elif cmd.name in ENGINE_COMMANDS + SWITCH_COMMANDS:
             try:
                 await self._in_engine(self.engine.command, cmd.name, **cmd.params)
             except ValueError as exc:

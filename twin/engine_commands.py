@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 SPEED_MAX = 10_000.0
 """Fastest speed-up, simulated seconds per wall second (the same bound as the services')."""
 
-ENGINE_COMMANDS = ("drain_node", "undrain_node")
+ENGINE_COMMANDS = ("drain_node", "undrain_node", "node_down", "node_up")
+SWITCH_COMMANDS = ("switch_down", "switch_up")
 """Commands passed to ``Engine.command`` as they are."""
 
 
@@ -57,6 +58,8 @@ def command_parse(message: dict) -> Command:
         return Command(name)
     if name in ENGINE_COMMANDS:
         return Command(name, {"node": _int("node", params.get("node"))})
+    if name in SWITCH_COMMANDS:
+        return Command(name, {"switch": _int("switch", params.get("switch"))})
     if name == "drill":
         drill_id = _int("drill_id", params.get("drill_id"))
         kind = params.get("kind")

@@ -23,30 +23,63 @@ from twin.broadcast import command_send
 logger = logging.getLogger(__name__)
 
 
+def _engine_node_ids(nodes) -> list[int]:
+    """The core's node ids of inventory nodes (``build_cluster`` names them ``<name>-nNNNNNN``);
+    nodes added by hand have none and are not known to the live engine."""
+    ids = []
+    for hostname in nodes:
+        head, sep, tail = hostname.rpartition("-n")
+        if sep and tail.isdigit():
+            ids.append(int(tail))
+    return ids
+
+
+def _engine_tell(command: str, key: str, ids: list[int]) -> None:
+    """Pass an inventory change to the live engine once the transaction commits."""
+    def send() -> None:
+        for i in ids:
+            try:
+                command_send(command, **{key: i})
+            except Exception:  # the inventory change stands; the engine catches up on restart
+                logger.exception("live engine: could not send %s %s", command, i)
+    transaction.on_commit(send)
+
+
 def nodes_drain(*, nodes: QuerySet, reason: str = "drained by operator") -> int:
     """Take ready nodes out of the schedulable pool; failed nodes stay failed."""
-    return nodes.filter(status=m.NodeStatus.READY).update(
+    hosts = list(nodes.filter(status=m.NodeStatus.READY).values_list("hostname", flat=True))
+    count = nodes.filter(status=m.NodeStatus.READY).update(
         status=m.NodeStatus.DRAINED, status_reason=reason)
+    _engine_tell("drain_node", "node", _engine_node_ids(hosts))
+    return count
 
 
 def nodes_undrain(*, nodes: QuerySet) -> int:
     """Return drained nodes to the pool."""
-    return nodes.filter(status=m.NodeStatus.DRAINED).update(
+    hosts = list(nodes.filter(status=m.NodeStatus.DRAINED).values_list("hostname", flat=True))
+    count = nodes.filter(status=m.NodeStatus.DRAINED).update(
         status=m.NodeStatus.READY, status_reason="")
+    _engine_tell("undrain_node", "node", _engine_node_ids(hosts))
+    return count
 
 
 @transaction.atomic
 def nodes_mark_failed(*, nodes: QuerySet, reason: str = "marked failed by operator") -> int:
-    return nodes.exclude(status=m.NodeStatus.FAILED).update(
+    hosts = list(nodes.exclude(status=m.NodeStatus.FAILED).values_list("hostname", flat=True))
+    count = nodes.exclude(status=m.NodeStatus.FAILED).update(
         status=m.NodeStatus.FAILED, status_reason=reason)
+    _engine_tell("node_down", "node", _engine_node_ids(hosts))
+    return count
 
 
 @transaction.atomic
 def nodes_mark_repaired(*, nodes: QuerySet) -> int:
     """Repaired nodes come back ready, with their accelerators."""
+    hosts = list(nodes.filter(status=m.NodeStatus.FAILED).values_list("hostname", flat=True))
     count = nodes.filter(status=m.NodeStatus.FAILED).update(
         status=m.NodeStatus.READY, status_reason="")
     m.Accelerator.objects.filter(node__in=nodes).update(status=m.AcceleratorStatus.OK)
+    _engine_tell("node_up", "node", _engine_node_ids(hosts))
     return count
 
 
@@ -65,7 +98,10 @@ def links_set_status(*, links: QuerySet, status: str) -> int:
 def switches_set_status(*, switches: QuerySet, status: str) -> int:
     if status not in m.LinkStatus.values:
         raise ValueError(f"unknown switch status {status!r}")
-    return switches.exclude(status=status).update(status=status)
+    changed = list(switches.exclude(status=status).values_list("index", flat=True))
+    count = switches.exclude(status=status).update(status=status)
+    _engine_tell("switch_up" if status == m.LinkStatus.UP else "switch_down", "switch", changed)
+    return count
 
 
 DEMO_ACCOUNTS = (

@@ -219,3 +219,21 @@ def test_memory_recovery_falls_back_to_disk_when_a_whole_replica_group_is_lost()
     bw = checkpoint.job_bandwidth_gb_s(gpus=64, nodes=8, tier_gb_s=10.0, cluster_gpus=96)
     assert run.restart_s == pytest.approx(checkpoint.restart_seconds(100.0, bw))
     assert run.restart_s > checkpoint.memory_restore_seconds(100.0, 8)
+
+
+def test_inventory_edits_reach_the_engine_as_commands():
+    plan, wl = _cluster_two_jobs()
+    engine = Engine(plan, wl, seed=1)
+    engine.run_until(3600.0)
+    node = int(engine.runs[0].placement.nodes[0])
+    out = engine.command("node_down", node=node)
+    assert out["jobs"] == ["wide"] and not engine.state.node_up[node]
+    engine.command("node_up", node=node)
+    assert engine.state.node_up[node]
+    spine = int(np.flatnonzero(plan.fabric.switch_tier == 1)[0])
+    engine.command("switch_down", switch=spine)
+    assert engine.reliability.failed_switches[spine] == 1
+    engine.command("switch_up", switch=spine)
+    assert engine.reliability.failed_switches[spine] == 0
+    with pytest.raises(ValueError, match="does not exist"):
+        engine.command("switch_down", switch=10**6)
