@@ -11,6 +11,7 @@ import numpy as np
 
 from scheduler.frames import dashboard_frames
 from scheduler.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
+from scheduler.report import utilisation
 
 SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)
 
@@ -54,15 +55,8 @@ def _mttf_by_size(engine) -> list[dict]:
 
 def live_frame(engine, *, top: int = 50) -> dict:
     """The dashboard's view of ``engine`` now (no ``type``/``seq``: the publisher adds them)."""
-    s = engine.state
     led = engine.horizon_ledger()
-    free, spare, down = engine.free_counts()
-    owned = s.gpu_owner >= 0
-    by_vendor: dict[str, dict] = {}
-    for m, model in enumerate(s.models):
-        v = by_vendor.setdefault(model.vendor, {"gpus": 0, "allocated": 0})
-        v["gpus"] += int(s.model_gpus[m])
-        v["allocated"] += int(np.count_nonzero(owned & (s.gpu_model == m)))
+    util = utilisation(engine)
     states = [r.state for r in engine.runs]
     rel = engine.reliability
     mfu = led.mfu()
@@ -76,9 +70,7 @@ def live_frame(engine, *, top: int = 50) -> dict:
                for t, u in engine.tenants.usage.items()]
     return {
         "t": round(engine.now, 3),
-        "util": {"gpus": s.n_gpus, "allocated": int(owned.sum()), "idle": int(free.sum()),
-                 "spare": int(spare.sum()), "down": int(down.sum()),
-                 "by_vendor": by_vendor},
+        "util": util,
         "mfu": mfu["achieved"], "loss_pp": mfu["loss_pp"], "goodput": round(led.goodput(), 6),
         "ledger_gpu_hours": led.gpu_hours(),
         "jobs": {"queued": states.count(QUEUED),
@@ -94,7 +86,7 @@ def live_frame(engine, *, top: int = 50) -> dict:
         "interruptions": {"unplanned": rel.unplanned, "planned": rel.planned,
                           "by_cause": dict(sorted(rel.interruptions.items()))},
         "failures": {"total": sum(rel.failures.values()),
-                     "spares_free": int(spare.sum()),
+                     "spares_free": util["spare"],
                      "repairs_pending": rel.repairs_pending,
                      "lemon_nodes": list(rel.lemons),
                      "mttf_by_size": _mttf_by_size(engine)},

@@ -117,10 +117,9 @@ def largest_job(engine, run) -> dict:
     }
 
 
-def snapshot(engine) -> dict:
-    """State now, for the live dashboard and for tests."""
+def utilisation(engine) -> dict:
+    """GPUs now: allocated, idle, spare and down, and allocation by vendor."""
     s = engine.state
-    led = engine.horizon_ledger()
     free, spare, down = engine.free_counts()
     owned = s.gpu_owner >= 0
     by_vendor: dict[str, dict] = {}
@@ -128,15 +127,17 @@ def snapshot(engine) -> dict:
         v = by_vendor.setdefault(model.vendor, {"gpus": 0, "allocated": 0})
         v["gpus"] += int(s.model_gpus[m])
         v["allocated"] += int(np.count_nonzero(owned & (s.gpu_model == m)))
+    return {"gpus": s.n_gpus, "allocated": int(owned.sum()), "idle": int(free.sum()),
+            "spare": int(spare.sum()), "down": int(down.sum()), "by_vendor": by_vendor}
+
+
+def snapshot(engine) -> dict:
+    """State now (JSON-safe), the engine's ``snapshot()``."""
+    led = engine.horizon_ledger()
     states = [r.state for r in engine.runs]
     return {
         "t": engine.now,
-        "gpus": s.n_gpus,
-        "allocated": int(owned.sum()),
-        "idle": int(free.sum()),
-        "spare": int(spare.sum()),
-        "down": int(down.sum()),
-        "by_vendor": by_vendor,
+        **utilisation(engine),
         "ledger_gpu_hours": led.gpu_hours(),
         "mfu": led.mfu(),
         "goodput": round(led.goodput(), 6),
