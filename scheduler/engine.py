@@ -557,7 +557,3 @@ class Engine:
         if run.state == RUNNING:
             kept += min(run.books_at(t).computed_s, run.need_s())
         return min(1.0, kept / wall)
-
-    @property
-    def horizon_days(self) -> float:
-        return self.now / 86400.0

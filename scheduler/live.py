@@ -41,15 +41,21 @@ def _running(engine, top: int) -> list[dict]:
 
 
 def _mttf_by_size(engine) -> list[dict]:
+    started = [r for r in engine.runs if r.first_start is not None and r.cloud_pool < 0]
+    gpus = np.array([r.gpus for r in started], dtype=np.int64)
+    hours = np.array([((r.end_s if r.end_s is not None else engine.now) - r.first_start)
+                      for r in started]) / 3600.0
+    inter = np.array([r.interruptions for r in started], dtype=np.int64)
+    bucket = np.searchsorted(SIZE_BUCKETS, gpus, side="right") - 1
+    n_b = len(SIZE_BUCKETS) - 1
+    jobs = np.bincount(bucket, minlength=n_b)
+    n = np.bincount(bucket, weights=inter, minlength=n_b)
+    h = np.bincount(bucket, weights=hours, minlength=n_b)
     out = []
-    for lo, hi in zip(SIZE_BUCKETS[:-1], SIZE_BUCKETS[1:], strict=True):
-        runs = [r for r in engine.runs if lo <= r.gpus < hi and r.first_start is not None
-                and r.cloud_pool < 0]
-        hours = sum(((r.end_s if r.end_s is not None else engine.now) - r.first_start)
-                    for r in runs) / 3600.0
-        n = sum(r.interruptions for r in runs)
-        out.append({"gpus": f"{lo}-{hi - 1}" if hi < 1 << 30 else f">={lo}", "jobs": len(runs),
-                    "interruptions": n, "mttf_hours": round(hours / n, 2) if n else None})
+    for b, (lo, hi) in enumerate(zip(SIZE_BUCKETS[:-1], SIZE_BUCKETS[1:], strict=True)):
+        out.append({"gpus": f"{lo}-{hi - 1}" if hi < 1 << 30 else f">={lo}",
+                    "jobs": int(jobs[b]), "interruptions": int(n[b]),
+                    "mttf_hours": round(float(h[b] / n[b]), 2) if n[b] else None})
     return out
 
 

@@ -17,6 +17,8 @@ new run segment at its new speed.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from scheduler.fabric.routing import Router
@@ -32,6 +34,14 @@ COOLING_LOSS_FRACTION = 0.5
 """Cooling capacity left to a row whose loop failed (assumed: one of two redundant loops)."""
 VIRTUAL_STAGES = 4
 """Interleaved pipeline stages (not published for Llama 3; see docs/collectives.md)."""
+
+
+class _PowerSample(NamedTuple):
+    it_mw: float
+    facility_mw: float
+    throttled_gpus: int
+    gpu_throttle: np.ndarray
+    rack_kw: np.ndarray
 
 
 class Physics:
@@ -50,7 +60,12 @@ class Physics:
         self.throttle: dict[int, float] = {}
         self.typical_share = 1.0
         self._steps: dict = {}
-        self.power_samples: list = []
+        # power over time, compactly: per refresh (t, IT MW, facility MW, throttled GPUs,
+        # GPU-units of speed lost), and each rack's peak; whole PowerResults would cost ~1 MB
+        # per sample at 100k GPUs and grow the live engine's snapshots without bound
+        self.power_trace: list[tuple[float, float, float, int, float]] = []
+        self.rack_peak_kw: np.ndarray | None = None
+        self._cooling_cut: set[int] = set()
         self.network_samples: list[dict] = []
         self.storage_samples: list[dict] = []
         self.last_load = None
@@ -172,15 +187,26 @@ class Physics:
         for r in runs:
             util[r.gids] = r.slow
         util[owner >= REPLICA_BASE] = INFERENCE_UTILISATION
-        for row in range(self.power.n_rows):
-            self.power.cool_row(row, COOLING_LOSS_FRACTION if rel.cooling_lost.get(row, 0) > 0
-                                else 1.0)
+        cut = {row for row, n in rel.cooling_lost.items() if n > 0}
+        for row in cut ^ self._cooling_cut:
+            self.power.cool_row(row, COOLING_LOSS_FRACTION if row in cut else 1.0)
+        self._cooling_cut = cut
         result = self.power.step(util)
         self.last_power = result
-        self.power_samples.append((e.now, result))
+        self.power_trace.append((e.now, result.it_mw, result.facility_mw, result.throttled_gpus,
+                                 float(np.sum(1.0 - result.gpu_throttle))))
+        self.rack_peak_kw = (result.rack_kw.copy() if self.rack_peak_kw is None
+                             else np.maximum(self.rack_peak_kw, result.rack_kw))
         self.throttle = {r.idx: float(result.gpu_throttle[r.gids].min()) for r in runs}
 
     # ----------------------------------------------------------------- report
+    def _power_samples(self):
+        """The compact trace as the samples :func:`power_report` reads: the rack peaks ride on
+        every sample (their maximum is the same), the speed lost on a one-element array."""
+        for t, it_mw, fac_mw, throttled, lost in self.power_trace:
+            yield t, _PowerSample(it_mw, fac_mw, throttled, np.array([1.0 - lost]),
+                                  self.rack_peak_kw)
+
     def report(self, ledger) -> dict:
         ledger_hours = ledger.gpu_hours()
         net = {}
@@ -211,5 +237,5 @@ class Physics:
             "storage": {"tiers_mean": storage,
                         "data_stall_gpu_hours": ledger_hours.get("data_stall", 0.0),
                         "checkpoint_gb_written": round(ledger.checkpoint_gb, 1)},
-            "power": power_report(self.power_samples) if self.power_samples else None,
+            "power": power_report(self._power_samples()) if self.power_trace else None,
         }

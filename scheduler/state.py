@@ -103,19 +103,6 @@ class ClusterState:
             self.node_spare[nodes] = spare
         self._schedulable = self.node_up & ~self.node_drained & ~self.node_spare
 
-    def free_by_model(self) -> np.ndarray:
-        """Free GPUs on schedulable nodes, per model."""
-        return np.bincount(self.node_model, weights=self.node_free * self.schedulable(),
-                           minlength=self.n_models).astype(np.int64)
-
-    def domain_capacity(self, level: str, model: int) -> int:
-        """GPUs of ``model`` in the largest domain of ``level`` (schedulable or not)."""
-        if level == "any":
-            return int(self.model_gpus[model])
-        mask = self.node_model == model
-        per = np.bincount(self.domain[level][mask], weights=self.node_gpus[mask])
-        return int(per.max()) if per.size else 0
-
     # ----------------------------------------------------------------- mutation
     def allocate(self, owner: int, placement: Placement, *, cpu_per_gpu: float,
                  ram_gb_per_gpu: float, nic_gbps_per_gpu: float) -> np.ndarray:
