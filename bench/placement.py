@@ -15,9 +15,9 @@ from collections import deque
 
 import numpy as np
 
-from scheduler.placement import STRATEGIES, Placer, Request
+from scheduler.model.state import ClusterState
 from scheduler.presets import get_preset
-from scheduler.state import ClusterState
+from scheduler.scheduling.placement import STRATEGIES, Placer, Request
 
 TARGET_PER_S = 2000.0
 SIZES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])

@@ -14,12 +14,8 @@ from collections import deque
 
 import numpy as np
 
-from scheduler import checkpoint, recovery
-from scheduler.cloud import CloudPools, burst_check, cloud_done
-from scheduler.failures import job_failure_rate
 from scheduler.hardware.cluster import ClusterPlan
-from scheduler.inference import InferenceFleet
-from scheduler.job_run import (
+from scheduler.model.job_run import (
     CLOUD,
     DETECTING,
     DONE,
@@ -31,13 +27,17 @@ from scheduler.job_run import (
     JobRun,
     segment_length,
 )
-from scheduler.ledger import Ledger
-from scheduler.physics import Physics
-from scheduler.placement import Placer, Request
-from scheduler.policies import get_policy
-from scheduler.reliability import FailureEngine
-from scheduler.scheduling import SchedulingPass, TenantBook
-from scheduler.state import ClusterState
+from scheduler.model.ledger import Ledger
+from scheduler.model.state import ClusterState
+from scheduler.physics.job_speed import Physics
+from scheduler.reliability import checkpoint, recovery
+from scheduler.reliability.failure_engine import FailureEngine
+from scheduler.reliability.failures import job_failure_rate
+from scheduler.scheduling.cloud import CloudPools, burst_check, cloud_done
+from scheduler.scheduling.inference import InferenceFleet
+from scheduler.scheduling.passes import SchedulingPass, TenantBook
+from scheduler.scheduling.placement import Placer, Request
+from scheduler.scheduling.policies import get_policy
 from scheduler.workload.jobs import AFFINITIES, TrainingJob, Workload
 
 # event kinds, in the order they are handled within one instant: capacity is freed first
@@ -56,7 +56,7 @@ class Engine:
     seed : int
         Seeds every random stream.
     policy : str
-        A registered policy name (see :mod:`scheduler.policies`).
+        A registered policy name (see :mod:`scheduler.scheduling.policies`).
     placement : str, optional
         Override the policy's placement strategy (``topology``, ``first-fit``, ``random``).
     demand_step_s : float
@@ -74,7 +74,7 @@ class Engine:
         Fraction of each model's nodes held as hot spares (default: the plan's own).
     physics : bool
         Let the fabric, storage and power models set each gang's speed
-        (:mod:`scheduler.physics`); off, gangs compute at their kernel efficiency.
+        (:mod:`scheduler.physics.job_speed`); off, gangs compute at their kernel efficiency.
     physics_tick_s : float
         How often the physics is re-evaluated, s.
     """
@@ -185,7 +185,7 @@ class Engine:
 
     def command(self, command: str, /, **params) -> dict:
         """Apply a what-if or operator command now; bad parameters raise ``ValueError``."""
-        from scheduler.commands import apply_command
+        from scheduler.control.commands import apply_command
         result = apply_command(self, command, **params)
         if self._dirty:
             self._schedule()

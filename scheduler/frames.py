@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from scheduler.fabric.topology import LINK_KINDS
+from scheduler.physics.fabric.topology import LINK_KINDS
 
 MAX_CELLS = 2048
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.frames import dashboard_frames
-from scheduler.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
+from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.report import utilisation
 
 SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)

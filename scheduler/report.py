@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.job_run import CLOUD, DONE, DRAINING, PENDING, QUEUED, REJECTED, RUNNING
-from scheduler.ledger import CATEGORIES
+from scheduler.model.job_run import CLOUD, DONE, DRAINING, PENDING, QUEUED, REJECTED, RUNNING
+from scheduler.model.ledger import CATEGORIES
 
 WALL_CLOCK_FIELDS = (("wall_seconds",), ("scheduler", "wall_seconds"),
                      ("scheduler", "decisions_per_second"))

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.checkpoint import RECOVERY_MODES
 from scheduler.engine import Engine
-from scheduler.placement import STRATEGIES
-from scheduler.policies import REGISTRY
 from scheduler.presets import PRESETS
+from scheduler.reliability.checkpoint import RECOVERY_MODES
 from scheduler.report import build_report
+from scheduler.scheduling.placement import STRATEGIES
+from scheduler.scheduling.policies import REGISTRY
 from scheduler.workload.jobs import Workload
 from scheduler.workload.scenarios import (
     REFABRIC_KINDS,
@@ -170,7 +170,7 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
         Seeds the workload and the engine (>= 0); the same seed gives the same report, apart
         from :data:`scheduler.report.WALL_CLOCK_FIELDS`.
     policy : str
-        A name of :data:`scheduler.policies.REGISTRY`.
+        A name of :data:`scheduler.scheduling.policies.REGISTRY`.
     gpus : int, optional
         Scale the preset's cluster, and its workload with it, to about this many GPUs.
     trace : path, optional
@@ -178,7 +178,8 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
         jobs replace the preset's workload, services included.  Durations are replayed as
         compute time on the cluster's first accelerator model.
     placement : str, optional
-        Override the policy's placement strategy: one of :data:`scheduler.placement.STRATEGIES`.
+        Override the policy's placement strategy: one of
+        :data:`scheduler.scheduling.placement.STRATEGIES`.
     failures : bool
         Run the failure processes (False: the failure-free baseline).
     checkpoint_interval : None, "auto" or float

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from scheduler.drills import KINDS
+from scheduler.control.drills import KINDS
 
 PARAM_FIELDS = ("factor", "fraction", "duration_s")
 """Drill parameters the form offers; each kind takes some of them (see ``KIND_PARAMS``)."""

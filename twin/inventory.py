@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from django.db import transaction
 
-from scheduler.fabric.topology import TIERS
 from scheduler.hardware.catalog import CATALOG
 from scheduler.hardware.cluster import ClusterPlan
+from scheduler.physics.fabric.topology import TIERS
 from twin import models as m
 
 BATCH = 5000

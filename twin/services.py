@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from scheduler.drills import KINDS
+from scheduler.control.drills import KINDS
 from twin import models as m
 from twin.broadcast import command_send
 

@@ -20,7 +20,7 @@ from scheduler.hardware.cluster import (
     StorageSpec,
     plan_cluster,
 )
-from scheduler.placement import Request
+from scheduler.scheduling.placement import Request
 from scheduler.workload.jobs import (
     DEFAULT_EFFICIENCY,
     DemandCurve,
@@ -107,7 +107,7 @@ def request(gpus: int, models: tuple[int, ...] = (0,), **kw) -> Request:
 
 def occupy(state, nodes, gpus_each: int | None = None, *, owner: int = 10_000) -> None:
     """Take ``gpus_each`` GPUs (default: all) on each of ``nodes`` in a bare ClusterState."""
-    from scheduler.state import Placement
+    from scheduler.model.state import Placement
     nodes = np.atleast_1d(np.asarray(nodes, dtype=np.int64))
     counts = (state.node_gpus[nodes] if gpus_each is None
               else np.full(nodes.size, gpus_each, dtype=np.int64))

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from scheduler.fabric.collectives import (
+from scheduler.hardware.catalog import get
+from scheduler.physics.fabric.collectives import (
     NIC_EFFICIENCY,
     NVLINK_EFFICIENCY,
     LinkClass,
@@ -13,7 +14,6 @@ from scheduler.fabric.collectives import (
     scaleout_link,
     scaleup_link,
 )
-from scheduler.hardware.catalog import get
 
 GB = 1e9
 LINK = LinkClass("flat", 50.0, 5e-6)

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from scheduler.commands import COMMANDS
+from scheduler.control.commands import COMMANDS
 from scheduler.engine import Engine
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import CloudPoolSpec
-from scheduler.job_run import CLOUD, DONE, QUEUED, REJECTED, RUNNING
-from scheduler.ledger import CATEGORIES
+from scheduler.model.job_run import CLOUD, DONE, QUEUED, REJECTED, RUNNING
+from scheduler.model.ledger import CATEGORIES
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
 from scheduler.workload.jobs import Requirement
 from scheduler.workload.scenarios import scaled_preset, scenario_workload

@@ -14,9 +14,18 @@ from hypothesis import strategies as st
 
 from scheduler.engine import Engine
 from scheduler.hardware.cluster import NodeGroup
-from scheduler.job_run import CLOUD, DETECTING, DONE, DRAINING, PENDING, QUEUED, REJECTED, RUNNING
-from scheduler.policies import REGISTRY
-from scheduler.state import FREE
+from scheduler.model.job_run import (
+    CLOUD,
+    DETECTING,
+    DONE,
+    DRAINING,
+    PENDING,
+    QUEUED,
+    REJECTED,
+    RUNNING,
+)
+from scheduler.model.state import FREE
+from scheduler.scheduling.policies import REGISTRY
 from scheduler.workload.jobs import AFFINITIES, Requirement, Tenant
 from tests.core.factories import HOUR, central_storage, job, service, small_plan, workload
 

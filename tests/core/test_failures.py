@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from scheduler import checkpoint
 from scheduler.engine import Engine
-from scheduler.failures import BY_CAUSE, MODES, job_failure_rate, unit_counts
 from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
+from scheduler.reliability import checkpoint
+from scheduler.reliability.failures import BY_CAUSE, MODES, job_failure_rate, unit_counts
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
 from scheduler.workload.jobs import Requirement, TrainingJob, Workload
 from scheduler.workload.scenarios import frontier_job, scaled_preset, scenario_workload

@@ -5,9 +5,9 @@ import json
 import numpy as np
 
 from scheduler.engine import Engine
-from scheduler.fabric import fat_tree
 from scheduler.frames import dashboard_frames, downsample, link_heatmaps, rack_floor
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
+from scheduler.physics.fabric import fat_tree
 from scheduler.workload.jobs import Workload
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from scheduler.hardware.cluster import NodeGroup
-from scheduler.placement import STRATEGIES, Placer
-from scheduler.state import ClusterState, Placement
+from scheduler.model.state import ClusterState, Placement
+from scheduler.scheduling.placement import STRATEGIES, Placer
 from scheduler.workload.jobs import Requirement
 from tests.core.factories import (
     job,

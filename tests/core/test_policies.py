@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.checkpoint import RESTART_FIXED_S
-from scheduler.job_run import DONE, QUEUED, RUNNING
-from scheduler.policies import REGISTRY, get_policy, register
-from scheduler.policies.base import Policy, submit_order
+from scheduler.model.job_run import DONE, QUEUED, RUNNING
+from scheduler.reliability.checkpoint import RESTART_FIXED_S
+from scheduler.scheduling.policies import REGISTRY, get_policy, register
+from scheduler.scheduling.policies.base import Policy, submit_order
 from scheduler.workload.jobs import Tenant
 from tests.core.factories import (
     HOUR,
@@ -244,7 +244,7 @@ def test_an_unknown_policy_name_gives_an_error_listing_the_names():
 
 
 def test_every_registered_policy_names_a_known_placement_strategy():
-    from scheduler.placement import STRATEGIES
+    from scheduler.scheduling.placement import STRATEGIES
     assert set(REGISTRY) >= {"default", "fifo", "backfill", "fair-share", "topology-aware"}
     for name, policy in REGISTRY.items():
         assert policy.name == name

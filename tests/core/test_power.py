@@ -1,12 +1,12 @@
-"""Power and cooling limit the accelerators' speed (scheduler/hardware/power.py)."""
+"""Power and cooling limit the accelerators' speed (scheduler/physics/power.py)."""
 
 import numpy as np
 import pytest
 
-from scheduler.hardware import power
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.hardware.power import PowerModel, gpu_power_w, power_report, rack_power_kw
+from scheduler.physics import power
+from scheduler.physics.power import PowerModel, gpu_power_w, power_report, rack_power_kw
 
 H100 = get("H100-SXM")
 HOST_W = power.HOST_KW_PER_ACCELERATOR * 1000.0

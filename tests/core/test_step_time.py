@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduler.fabric.step_time import step_breakdown, transformer_shape
 from scheduler.hardware.catalog import get
+from scheduler.physics.fabric.step_time import step_breakdown, transformer_shape
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, TrainingJob
 from scheduler.workload.scenarios import frontier_job
 

@@ -1,17 +1,20 @@
-"""The storage tiers limit a job's input reads and checkpoint writes (scheduler/storage.py)."""
+"""The storage tiers limit a job's input reads and checkpoint writes.
+
+Module: scheduler/physics/storage.py.
+"""
 
 import numpy as np
 import pytest
 
-from scheduler.checkpoint import NODE_STORAGE_GB_S
 from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
-from scheduler.storage import (
+from scheduler.physics.storage import (
     BOUNCE_GB_S_PER_NODE,
     TEXT_BYTES_PER_TOKEN,
     VISION_BYTES_PER_TOKEN,
     StorageModel,
     max_min_share,
 )
+from scheduler.reliability.checkpoint import NODE_STORAGE_GB_S
 
 NVME_TB = 30.72  # per node (NodeShape default: a DGX H100's 8 x 3.84 TB)
 

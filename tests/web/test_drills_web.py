@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from scheduler.drills import KINDS
+from scheduler.control.drills import KINDS
 from twin import models as m
 
 

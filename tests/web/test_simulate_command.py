@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.policies import REGISTRY
 from scheduler.report import WALL_CLOCK_FIELDS
+from scheduler.scheduling.policies import REGISTRY
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 

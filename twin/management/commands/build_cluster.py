@@ -94,7 +94,7 @@ class Command(BaseCommand):
         if gpus is None:
             if radix is None:
                 raise CommandError("--fabric needs --radix K or --gpus N", returncode=2)
-            from scheduler.fabric import build_fabric
+            from scheduler.physics.fabric import build_fabric
             gpus = build_fabric(fabric, radix=radix).n_endpoints
         if gpus % model.per_node:
             raise CommandError(f"--gpus {gpus} is not a multiple of {model.per_node} "

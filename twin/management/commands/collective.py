@@ -1,6 +1,6 @@
 """``collective``: price one NCCL collective on a preset's (or a named) accelerator and NIC.
 
-The model is :mod:`scheduler.fabric.collectives`; this command parses and checks the flags,
+The model is :mod:`scheduler.physics.fabric.collectives`; this command parses and checks the flags,
 prints the candidate algorithms as a table and writes the chosen one as JSON.  ``--preset``
 takes the accelerator, its NIC speed and the fabric kind from the preset's first node group;
 otherwise ``--accelerator`` (default H100-SXM), ``--nic-gbps`` (default 400) and ``--fabric``
@@ -20,9 +20,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.fabric.collectives import algorithms, collective, scaleout_link, scaleup_link
-from scheduler.fabric.topology import KINDS
 from scheduler.hardware.catalog import get as get_model
+from scheduler.physics.fabric.collectives import algorithms, collective, scaleout_link, scaleup_link
+from scheduler.physics.fabric.topology import KINDS
 from scheduler.presets import PRESETS, get_preset
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")

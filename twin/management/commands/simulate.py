@@ -14,9 +14,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from scheduler.placement import STRATEGIES
-from scheduler.policies import REGISTRY
 from scheduler.presets import PRESETS
+from scheduler.scheduling.placement import STRATEGIES
+from scheduler.scheduling.policies import REGISTRY
 from scheduler.simulate import MAX_DAYS, ScenarioError, check_scenario, run_scenario
 from scheduler.workload.traces import TraceError
 

@@ -1,0 +1,123 @@
+"""A training job's life in the engine: queued, running in segments, preempted, finished.
+
+A run segment starts with a restart overhead (booked as recovery), then alternates ``I``
+seconds of compute with a ``W``-second checkpoint write (booked as checkpoint stall).  The
+books of a segment follow in closed form from its elapsed time, so the engine needs no event
+per checkpoint: an interrupted segment keeps the compute up to its last finished checkpoint and
+loses the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.model.state import Placement
+from scheduler.workload.jobs import TrainingJob
+
+PENDING, QUEUED, RUNNING, DRAINING, DETECTING, CLOUD, DONE, REJECTED = (
+    "pending", "queued", "running", "draining", "detecting", "cloud", "done", "rejected")
+
+
+@dataclass(frozen=True)
+class SegmentBooks:
+    """Seconds (wall time, per GPU) of one segment by what they were spent on."""
+
+    recovery_s: float
+    computed_s: float
+    saved_s: float
+    stall_s: float
+
+
+def segment_books(elapsed_s: float, restart_s: float, interval_s: float,
+                  write_s: float) -> SegmentBooks:
+    """Split ``elapsed_s`` of a segment into recovery, compute and checkpoint stall.
+
+    ``saved_s`` is the compute covered by a finished checkpoint.
+
+    >>> b = segment_books(250.0, 10.0, 100.0, 20.0)  # 10 restart, 2 cycles of 120, 0 left
+    >>> b.recovery_s, b.computed_s, b.saved_s, b.stall_s
+    (10.0, 200.0, 200.0, 40.0)
+    >>> segment_books(175.0, 0.0, 100.0, 20.0).saved_s  # 2nd checkpoint still being written
+    100.0
+    """
+    recovery = min(elapsed_s, restart_s)
+    t = elapsed_s - recovery
+    if t <= 0:
+        return SegmentBooks(recovery, 0.0, 0.0, 0.0)
+    cycle = interval_s + write_s
+    c = math.floor(t / cycle)
+    rem = t - c * cycle
+    computed = c * interval_s + min(rem, interval_s)
+    stall = c * write_s + max(0.0, rem - interval_s)
+    return SegmentBooks(recovery, computed, c * interval_s, stall)
+
+
+def segment_length(need_s: float, restart_s: float, interval_s: float, write_s: float) -> float:
+    """Wall time for a segment to compute ``need_s``: no checkpoint after the last step.
+
+    >>> segment_length(250.0, 10.0, 100.0, 20.0)
+    300.0
+    """
+    checkpoints = max(0, math.ceil(need_s / interval_s - 1e-12) - 1)
+    return restart_s + need_s + checkpoints * write_s
+
+
+class JobRun:
+    """Mutable engine-side state of one training job (not shared with other engines)."""
+
+    __slots__ = (
+        "idx", "spec", "state", "remaining_flops", "models", "affinity", "sig", "placement",
+        "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "version",
+        "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
+        "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
+        "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk")
+
+    def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
+        self.idx = idx
+        self.spec = spec
+        self.state = PENDING
+        self.remaining_flops = float(spec.work_flops)
+        self.models = models
+        self.affinity = affinity
+        self.sig = (models, affinity)
+        self.placement: Placement | None = None
+        self.gids = np.zeros(0, dtype=np.int64)
+        self.model = -1
+        self.rate = 0.0
+        self.seg_start = 0.0
+        self.restart_s = 0.0
+        self.write_s = 0.0
+        self.interval_s = spec.checkpoint_interval_s
+        self.version = 0
+        self.first_start: float | None = None
+        self.end_s: float | None = None
+        self.queued_since = spec.submit_s
+        self.wait_s = 0.0
+        self.preemptions = 0
+        self.lendings = 0
+        self.expected_end = math.inf
+        self.borrowed = False
+        self.kept_s = 0.0
+        self.cloud_pool = -1
+        self.reserved_start: float | None = None
+        self.slow = 1.0
+        self.slow_split: tuple[tuple[str, float], ...] = ()
+        self.interruptions = 0
+        self.lost_gpu_s = 0.0
+        self.detect_s = 0.0
+        self.restore_from_disk = False
+
+    @property
+    def gpus(self) -> int:
+        return self.spec.gpus
+
+    def need_s(self) -> float:
+        """Compute seconds still to do at the current (possibly slowed) rate."""
+        return self.remaining_flops / (self.rate * self.slow)
+
+    def books_at(self, t: float) -> SegmentBooks:
+        """Books of the open segment if it were closed at ``t``."""
+        return segment_books(t - self.seg_start, self.restart_s, self.interval_s, self.write_s)

@@ -1,0 +1,241 @@
+"""Why a job runs at the speed it does: fabric, storage and power, applied to every gang.
+
+Every ``tick_s`` of simulated time (and when a failure changes the fabric or cooling), the
+running gangs' scale-out traffic is routed over the fabric and each gang gets its max-min share
+(:mod:`scheduler.physics.fabric.routing`); its step is priced from its parallelism at that share
+(:mod:`scheduler.physics.fabric.step_time`); the storage tiers serve its input reads
+(:mod:`scheduler.physics.storage`); and the racks' power and cooling limits set its throttle
+(:mod:`scheduler.physics.power`).  A gang's wall time then splits into compute (productive),
+the compute slowed by a cap (throttled), exposed communication, and data stall::
+
+    T = (c / theta + x) / (1 - sigma)
+
+with ``c`` compute and ``x`` exposed communication per step, ``theta`` the throttle factor and
+``sigma`` the data-stall fraction.  A gang whose split moved by more than ``tolerance`` starts a
+new run segment at its new speed.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from scheduler.model.job_run import RUNNING
+from scheduler.physics.fabric.routing import Router
+from scheduler.physics.fabric.step_time import step_breakdown
+from scheduler.physics.power import PowerModel, power_report
+from scheduler.physics.storage import StorageModel
+from scheduler.scheduling.inference import REPLICA_BASE
+
+INFERENCE_UTILISATION = 0.6
+"""Accelerator utilisation of a serving replica for the power model (assumed)."""
+COOLING_LOSS_FRACTION = 0.5
+"""Cooling capacity left to a row whose loop failed (assumed: one of two redundant loops)."""
+VIRTUAL_STAGES = 4
+"""Interleaved pipeline stages (not published for Llama 3; see docs/collectives.md)."""
+
+
+class _PowerSample(NamedTuple):
+    it_mw: float
+    facility_mw: float
+    throttled_gpus: int
+    gpu_throttle: np.ndarray
+    rack_kw: np.ndarray
+
+
+class Physics:
+    def __init__(self, engine, *, tick_s: float = 1800.0, overlap: float = 0.7,
+                 tolerance: float = 0.01):
+        plan = engine.plan
+        self.e = engine
+        self.tick_s = float(tick_s)
+        self.overlap = overlap
+        self.tolerance = tolerance
+        self.router = Router(plan.fabric, gpus_per_node=int(plan.models[0].per_node))
+        self.storage = StorageModel(plan)
+        self.power = PowerModel(plan)
+        self.share: dict[int, float] = {}
+        self.stall: dict[int, float] = {}
+        self.throttle: dict[int, float] = {}
+        self.typical_share = 1.0
+        self._steps: dict = {}
+        # power over time, compactly: per refresh (t, IT MW, facility MW, throttled GPUs,
+        # GPU-units of speed lost), and each rack's peak; whole PowerResults would cost ~1 MB
+        # per sample at 100k GPUs and grow the live engine's snapshots without bound
+        self.power_trace: list[tuple[float, float, float, int, float]] = []
+        self.rack_peak_kw: np.ndarray | None = None
+        self._cooling_cut: set[int] = set()
+        self.network_samples: list[dict] = []
+        self.storage_samples: list[dict] = []
+        self.last_load = None
+        self.last_power = None
+        self.last_storage = None
+
+    def start(self) -> None:
+        from scheduler.engine import TICK
+        self.e._push(self.tick_s, TICK, 0)
+
+    def on_tick(self) -> None:
+        from scheduler.engine import TICK
+        self.refresh()
+        self.e._push(self.e.now + self.tick_s, TICK, 0)
+
+    # ----------------------------------------------------------------- the split
+    def _step(self, run, share: float):
+        spec = run.spec
+        if spec.params_b <= 0:
+            return None
+        model = self.e.plan.models[run.model]
+        key = (run.idx, run.model, run.placement.nodes.size, round(share, 2))
+        bd = self._steps.get(key)
+        if bd is None:
+            bd = step_breakdown(spec, model, gpus_per_node=int(model.per_node),
+                                nodes=int(run.placement.nodes.size),
+                                scaleout_share=max(0.01, round(share, 2)),
+                                overlap=self.overlap, virtual_stages=VIRTUAL_STAGES)
+            self._steps[key] = bd
+        return bd
+
+    def split(self, run) -> tuple[tuple[str, float], ...]:
+        """Share of ``run``'s wall time per lost category (throttled, communication, data)."""
+        spans = np.unique(self.e.state.domain["leaf"][run.placement.nodes]).size > 1
+        share = self.share.get(run.idx, self.typical_share if spans else 1.0)
+        bd = self._step(run, share)
+        c, x = (1.0, 0.0) if bd is None else (bd.compute_s, bd.total_s - bd.compute_s)
+        theta = self.throttle.get(run.idx, 1.0)
+        sigma = min(0.95, self.stall.get(run.idx, 0.0))
+        total = (c / theta + x) / (1.0 - sigma)
+        out = []
+        for category, seconds in (("throttled", c / theta - c), ("exposed_communication", x),
+                                  ("data_stall", sigma * total)):
+            if seconds > 0:
+                out.append((category, seconds / total))
+        return tuple(out)
+
+    # ----------------------------------------------------------------- one refresh
+    def refresh(self) -> None:
+        """Route, serve and power every running gang now; re-rate those whose speed moved."""
+        e = self.e
+        runs = [r for r in e.running.values() if r.state == RUNNING]
+        rel = e.reliability
+        self._route(runs, rel)
+        self._serve(runs)
+        self._power(runs, rel)
+        for run in runs:
+            e.rerate(run, self.tolerance)
+        if len(self._steps) > 50_000:
+            self._steps.clear()
+
+    def _route(self, runs, rel) -> None:
+        e = self.e
+        wide = [r for r in runs
+                if np.unique(e.state.domain["leaf"][r.placement.nodes]).size > 1]
+        f = e.plan.fabric
+        failed_links = np.zeros(f.link_a.size, dtype=bool)
+        failed_links[[k for k, n in rel.failed_links.items() if n > 0]] = True
+        failed_sw = np.zeros(f.n_switches(), dtype=bool)
+        failed_sw[[k for k, n in rel.failed_switches.items() if n > 0]] = True
+        self.share = {}
+        if not wide:
+            return
+        # gangs drive their NICs at line rate during collectives, up to the fabric's ports
+        demand = np.minimum([e.plan.node_shape[r.model].nic_gbps for r in wide], f.port_gbps)
+        load = self.router.update([r.gids for r in wide], demand, failed_links=failed_links,
+                                  failed_switches=failed_sw,
+                                  ring_stride=[self._dp_stride(r) for r in wide])
+        self.last_load = load
+        shares = np.clip(np.asarray(load.job_share, dtype=float), 0.01, 1.0)
+        self.share = {r.idx: float(x) for r, x in zip(wide, shares, strict=True)}
+        self.typical_share = float(np.average(shares, weights=[r.gpus for r in wide]))
+        self.network_samples.append({"t": e.now, **load.tier_utilisation})
+
+    def _dp_stride(self, run) -> int:
+        """Nodes between data-parallel ring neighbours: ranks are TP-major, then PP."""
+        par = run.spec.parallelism
+        gpn = int(self.e.plan.models[run.model].per_node)
+        if par is None:
+            return 1
+        return max(1, par.tp * par.pp // gpn)
+
+    def _serve(self, runs) -> None:
+        e = self.e
+        if not runs:
+            self.stall = {}
+            return
+        idx = np.full(len(e.runs), -1, dtype=np.int64)
+        idx[[r.idx for r in runs]] = np.arange(len(runs))
+        owner = e.state.gpu_owner
+        training = (owner >= 0) & (owner < len(e.runs))
+        gpu_job = np.where(training, idx[np.where(training, owner, 0)], -1)
+        tokens = np.array([r.rate * r.slow / (6.0 * r.spec.params_b * 1e9)
+                           if r.spec.params_b > 0 else 0.0 for r in runs])
+        total = np.array([r.spec.tokens if r.spec.tokens > 0 else 0.0 for r in runs])
+        result = self.storage.supply(gpu_job, tokens, total_tokens=total,
+                                     central_factor=min(1.0, e.storage_factor))
+        self.last_storage = result
+        self.stall = {r.idx: float(x) for r, x in zip(runs, result.data_stall_fraction,
+                                                       strict=True)}
+        self.storage_samples.append({"t": e.now, **{
+            t.name: {"demand_gb_s": t.demand_gb_s, "supply_gb_s": t.supply_gb_s}
+            for t in result.tiers}})
+
+    def _power(self, runs, rel) -> None:
+        e = self.e
+        owner = e.state.gpu_owner
+        util = np.zeros(owner.size)
+        for r in runs:
+            util[r.gids] = r.slow
+        util[owner >= REPLICA_BASE] = INFERENCE_UTILISATION
+        cut = {row for row, n in rel.cooling_lost.items() if n > 0}
+        for row in cut ^ self._cooling_cut:
+            self.power.cool_row(row, COOLING_LOSS_FRACTION if row in cut else 1.0)
+        self._cooling_cut = cut
+        result = self.power.step(util)
+        self.last_power = result
+        self.power_trace.append((e.now, result.it_mw, result.facility_mw, result.throttled_gpus,
+                                 float(np.sum(1.0 - result.gpu_throttle))))
+        self.rack_peak_kw = (result.rack_kw.copy() if self.rack_peak_kw is None
+                             else np.maximum(self.rack_peak_kw, result.rack_kw))
+        self.throttle = {r.idx: float(result.gpu_throttle[r.gids].min()) for r in runs}
+
+    # ----------------------------------------------------------------- report
+    def _power_samples(self):
+        """The compact trace as the samples :func:`power_report` reads: the rack peaks ride on
+        every sample (their maximum is the same), the speed lost on a one-element array."""
+        for t, it_mw, fac_mw, throttled, lost in self.power_trace:
+            yield t, _PowerSample(it_mw, fac_mw, throttled, np.array([1.0 - lost]),
+                                  self.rack_peak_kw)
+
+    def report(self, ledger) -> dict:
+        ledger_hours = ledger.gpu_hours()
+        net = {}
+        if self.network_samples:
+            kinds = [k for k in self.network_samples[0] if k != "t"]
+            for k in kinds:
+                vals = [s[k] for s in self.network_samples if k in s]
+                means = [v["mean"] for v in vals if isinstance(v, dict) and "mean" in v]
+                p99s = [v["p99"] for v in vals if isinstance(v, dict) and "p99" in v]
+                if means:
+                    net[k] = {"mean": round(float(np.mean(means)), 4),
+                              "p99": round(float(np.max(p99s)), 4)}
+        tiers = {}
+        for sample in self.storage_samples:
+            for name, v in sample.items():
+                if name == "t":
+                    continue
+                t = tiers.setdefault(name, {"demand_gb_s": [], "supply_gb_s": []})
+                t["demand_gb_s"].append(v["demand_gb_s"])
+                t["supply_gb_s"].append(v["supply_gb_s"])
+        storage = {name: {k: round(float(np.mean(v)), 3) for k, v in t.items()}
+                   for name, t in tiers.items()}
+        return {
+            "network": {"link_utilisation": net,
+                        "exposed_communication_gpu_hours":
+                            ledger_hours.get("exposed_communication", 0.0),
+                        "samples": len(self.network_samples)},
+            "storage": {"tiers_mean": storage,
+                        "data_stall_gpu_hours": ledger_hours.get("data_stall", 0.0),
+                        "checkpoint_gb_written": round(ledger.checkpoint_gb, 1)},
+            "power": power_report(self._power_samples()) if self.power_trace else None,
+        }

@@ -1,5 +1,0 @@
-"""``fifo``: strict first come, first served on the lowest-numbered nodes that fit."""
-
-from scheduler.policies.base import Policy, submit_order
-
-POLICY = Policy("fifo", "strict FIFO, first-fit placement, no backfill", submit_order)

@@ -1,0 +1,197 @@
+"""Gang placement: choose nodes for a whole gang, or nothing.
+
+Three strategies over the same candidate sets:
+
+* ``topology``: minimise the span (one NVLink domain, then one leaf group, then one
+  pod/island) and, among domains that can hold the gang, take the one with the fewest free
+  nodes (best fit), so large contiguous blocks stay whole for large gangs.  A gang larger than
+  any domain fills the fullest domains first and puts its remainder in the best-fitting one.
+* ``first-fit``: the lowest-numbered nodes that fit (what a naive scheduler does).
+* ``random``: random fitting nodes (the scattered baseline for placement comparisons).
+
+Every strategy honours the hard constraints: accepted models, CPU cores, RAM and NIC
+bandwidth per GPU, and the job's affinity (the loosest span it accepts).  A gang of ``g`` GPUs
+on nodes of ``p`` GPUs takes ``g // p`` whole nodes plus one partial node for the remainder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.model.state import LEVELS, ClusterState, Placement
+
+STRATEGIES = ("topology", "first-fit", "random")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a gang needs.
+
+    Parameters
+    ----------
+    gpus : int
+        Gang size.
+    models : tuple of int
+        Accepted model indices (into ``ClusterState.models``), in order of preference.
+    affinity : str
+        ``"nvlink"``, ``"leaf"``, ``"pod"`` or ``"any"``: the loosest span allowed.
+    cpu_per_gpu, ram_gb_per_gpu, nic_gbps_per_gpu : float
+        Host resources per GPU: cores, GB, Gb/s.
+    """
+
+    gpus: int
+    models: tuple[int, ...]
+    affinity: str = "any"
+    cpu_per_gpu: float = 0.0
+    ram_gb_per_gpu: float = 0.0
+    nic_gbps_per_gpu: float = 0.0
+
+
+class Placer:
+    """Places requests on a :class:`ClusterState` with one strategy.
+
+    Examples
+    --------
+    >>> from scheduler.hardware.cluster import NodeGroup, plan_cluster
+    >>> plan = plan_cluster("t", (NodeGroup("H100-SXM", 16),), fabric_kind="fat-tree",
+    ...                     fabric_kw={"radix": 8})
+    >>> p = Placer(ClusterState(plan), "topology").place(Request(gpus=12, models=(0,)))
+    >>> p.gpus, len(p.nodes)
+    (12, 2)
+    """
+
+    def __init__(self, state: ClusterState, strategy: str = "topology",
+                 rng: np.random.Generator | None = None):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown placement {strategy!r}; choose one of: "
+                             f"{', '.join(STRATEGIES)}")
+        if strategy == "random" and rng is None:
+            raise ValueError("random placement needs a numpy Generator")
+        self.state = state
+        self.strategy = strategy
+        self.rng = rng
+        self.per_node = [int(m.per_node) for m in state.models]
+        # Finer levels ordered coarse to fine per model: an NVL72 domain (18 trays) is larger
+        # than a leaf group, an HGX domain (one node) smaller.
+        self.nested = []
+        for m in range(state.n_models):
+            mask = state.model_mask[m]
+            size = {lvl: mask.sum() / max(1, np.unique(state.domain[lvl][mask]).size)
+                    for lvl in ("leaf", "nvlink")}
+            self.nested.append(("pod",) + tuple(sorted(size, key=lambda k: -size[k])))
+
+    def place(self, req: Request) -> Placement | None:
+        """A placement for the whole gang on one accepted model, or ``None``."""
+        for m in req.models:
+            p = self._place_on_model(req, m)
+            if p is not None:
+                return p
+        return None
+
+    # ----------------------------------------------------------------- internals
+    def _host_fit(self, k: int, req: Request) -> np.ndarray:
+        s = self.state
+        return ((s.node_free_cpu + 1e-9 >= k * req.cpu_per_gpu)
+                & (s.node_free_ram + 1e-9 >= k * req.ram_gb_per_gpu)
+                & (s.node_free_nic + 1e-9 >= k * req.nic_gbps_per_gpu))
+
+    def _place_on_model(self, req: Request, m: int) -> Placement | None:
+        s = self.state
+        per = self.per_node[m]
+        whole, rem = divmod(req.gpus, per)
+        base = s.schedulable() & s.model_mask[m]
+        if whole == 0:
+            cand = np.flatnonzero(base & (s.node_free >= rem) & self._host_fit(rem, req))
+            if cand.size == 0:
+                return None
+            node = self._pick_partial(cand)
+            return Placement(np.array([node]), np.array([rem]), m)
+        full = np.flatnonzero(base & (s.node_free == s.node_gpus) & self._host_fit(per, req))
+        if full.size < whole:
+            return None
+        if req.affinity != "any":
+            level = s.domain[req.affinity]
+            counts = np.bincount(level[full], minlength=s.n_domains[req.affinity])
+            fits = counts >= whole
+            if rem:
+                # the remainder needs one more node in the same domain: a spare whole node or
+                # a partly used one with room
+                part = (base & (s.node_free >= rem) & (s.node_free < s.node_gpus)
+                        & self._host_fit(rem, req))
+                has_part = np.bincount(level[part], minlength=counts.size) > 0
+                fits &= (counts > whole) | has_part
+            ok = np.flatnonzero(fits)
+            if ok.size == 0:
+                return None
+            d = self._pick_domain(ok, counts)
+            full = full[level[full] == d]
+            levels = tuple(lvl for lvl in self.nested[m]
+                           if LEVELS.index(lvl) < LEVELS.index(req.affinity))
+        else:
+            levels = self.nested[m]
+        chosen = self._pick_nodes(full, whole, levels)
+        if not rem:
+            return Placement(chosen, np.full(whole, per), m)
+        return self._with_remainder(req, m, chosen, per, rem)
+
+    def _with_remainder(self, req: Request, m: int, chosen: np.ndarray, per: int,
+                        rem: int) -> Placement | None:
+        s = self.state
+        cand = np.flatnonzero(s.schedulable() & s.model_mask[m] & (s.node_free >= rem)
+                              & self._host_fit(rem, req))
+        cand = cand[~np.isin(cand, chosen)]
+        if req.affinity != "any":
+            d = s.domain[req.affinity][chosen[0]]
+            cand = cand[s.domain[req.affinity][cand] == d]
+        elif self.strategy == "topology" and cand.size:
+            same = cand[np.isin(s.domain["pod"][cand], s.domain["pod"][chosen])]
+            cand = same if same.size else cand
+        if cand.size == 0:
+            return None
+        node = self._pick_partial(cand)
+        return Placement(np.append(chosen, node), np.append(np.full(chosen.size, per), rem), m)
+
+    def _pick_partial(self, cand: np.ndarray) -> int:
+        if self.strategy == "first-fit":
+            return int(cand[0])
+        if self.strategy == "random":
+            return int(self.rng.choice(cand))
+        free = self.state.node_free[cand]
+        return int(cand[np.argmin(free)])  # best fit: the fullest node that still fits
+
+    def _pick_domain(self, ok: np.ndarray, counts: np.ndarray) -> int:
+        if self.strategy == "first-fit":
+            return int(ok[0])
+        if self.strategy == "random":
+            return int(self.rng.choice(ok))
+        return int(ok[np.argmin(counts[ok])])
+
+    def _pick_nodes(self, cand: np.ndarray, need: int, levels: tuple[str, ...]) -> np.ndarray:
+        if self.strategy == "first-fit":
+            return cand[:need]
+        if self.strategy == "random":
+            return np.sort(self.rng.choice(cand, size=need, replace=False))
+        return self._nested(cand, need, levels)
+
+    def _nested(self, cand: np.ndarray, need: int, levels: tuple[str, ...]) -> np.ndarray:
+        if cand.size == need or not levels:
+            return cand[:need]
+        dom = self.state.domain[levels[0]][cand]
+        counts = np.bincount(dom)
+        fits = np.flatnonzero(counts >= need)
+        if fits.size:
+            d = fits[np.argmin(counts[fits])]
+            return self._nested(cand[dom == d], need, levels[1:])
+        order = np.argsort(-counts, kind="stable")
+        cum = np.cumsum(counts[order])
+        k = int(np.searchsorted(cum, need, side="right"))  # domains taken whole
+        left = need - (int(cum[k - 1]) if k else 0)
+        picked = cand[np.isin(dom, order[:k])]
+        if left == 0:
+            return picked
+        rest = order[k:]
+        best = rest[np.argmin(np.where(counts[rest] >= left, counts[rest], np.iinfo(np.int64).max))]
+        tail = self._nested(cand[dom == best], left, levels[1:])
+        return np.sort(np.concatenate([picked, tail]))

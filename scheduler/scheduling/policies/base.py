@@ -1,0 +1,61 @@
+"""The one narrow interface every scheduling policy fills.
+
+A policy is an *ordering* of the queue plus a few switches: the placement strategy, EASY
+backfill, preemption, and quota borrowing.  The engine does the mechanics (placement,
+reservations, victims); a policy only says what to try first and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from scheduler.model.job_run import JobRun
+
+
+class QueueContext(Protocol):
+    """What an ordering may read of the cluster's current allocation."""
+
+    def dominant_share(self, tenant: str) -> float:
+        """Tenant's dominant resource share (DRF) divided by its weight."""
+
+    def within_quota(self, run: JobRun) -> bool:
+        """Whether starting ``run`` keeps its tenant within its guaranteed quota."""
+
+
+OrderKey = Callable[[JobRun, QueueContext], tuple]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A scheduling policy.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (``simulate --policy NAME``).
+    description : str
+    order : callable
+        ``order(run, ctx) -> tuple``: the queue is tried in ascending key order.
+    placement : str
+        ``"topology"``, ``"first-fit"`` or ``"random"`` (see :mod:`scheduler.scheduling.placement`).
+    backfill : bool
+        EASY backfill: later jobs may start if they do not delay the head's reservation.
+        Without it the queue is strict: nothing passes a blocked head.
+    preemption : bool
+        A blocked job may evict lower-priority gangs, and a job within its quota may evict
+        gangs running on borrowed quota.
+    """
+
+    name: str
+    description: str
+    order: OrderKey
+    placement: str = "first-fit"
+    backfill: bool = False
+    preemption: bool = False
+
+
+def submit_order(run: JobRun, ctx: QueueContext) -> tuple:
+    """First come, first served (ties by job id)."""
+    return (run.spec.submit_s, run.spec.job_id)

@@ -1,0 +1,11 @@
+"""``default``: what a production GPU scheduler combines.
+
+Priority, quotas with borrowing and weighted DRF ordering (as ``fair-share``), EASY backfill
+(as ``backfill``), topology-aware placement (as ``topology-aware``) and preemption.
+"""
+
+from scheduler.scheduling.policies.base import Policy
+from scheduler.scheduling.policies.fair_share import fair_order
+
+POLICY = Policy("default", "priority + quotas + DRF, EASY backfill, topology-aware, preemption",
+                fair_order, placement="topology", backfill=True, preemption=True)
