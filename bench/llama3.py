@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from scheduler.simulate import run_scenario
+from scheduler.simulate import Scenario, run_scenario
 
 PUBLISHED = {
     "faulty_gpu": 148, "gpu_hbm3_memory": 72, "software_bug": 54,
@@ -26,8 +26,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     started = time.perf_counter()
-    _, report = run_scenario(preset="llama3-16k", days=54, seed=args.seed, failures=True,
-                             checkpoint_interval="auto")
+    _, report = run_scenario(Scenario(preset="llama3-16k", days=54, seed=args.seed,
+                                      failures=True, checkpoint_interval="auto"))
     wall = time.perf_counter() - started
     by = dict(report["interruptions"]["by_cause"])
     by["network_cable+leaf_switch"] = by.pop("network_cable", 0) + by.pop("leaf_switch", 0)

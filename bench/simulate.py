@@ -12,7 +12,7 @@ import sys
 
 from tqdm import tqdm
 
-from scheduler.simulate import run_scenario
+from scheduler.simulate import Scenario, run_scenario
 
 TARGET_S = {("off", "off"): 120.0, ("on", "off"): 150.0, ("off", "on"): 180.0,
             ("on", "on"): 180.0}
@@ -36,11 +36,11 @@ def main() -> None:
         def progress(now_s: float) -> None:
             bar.n = round(now_s / 86400.0, 3)
             bar.refresh()
-        _, r = run_scenario(preset=args.preset, days=args.days, seed=args.seed,
+        scenario = Scenario(preset=args.preset, days=args.days, seed=args.seed,
                             policy=args.policy, placement=args.placement,
                             failures=args.failures == "on", checkpoint_interval="auto",
-                            physics=args.physics == "on",
-                            progress=progress)
+                            physics=args.physics == "on")
+        _, r = run_scenario(scenario, progress=progress)
 
     sc, jobs, sched = r["scenario"], r["jobs"], r["scheduler"]
     hours = r["ledger_gpu_hours"]

@@ -87,7 +87,7 @@ def live_frame(engine, *, top: int = 50) -> dict:
         "queue": _queue(engine, top),
         "running_jobs": _running(engine, top),
         "tenants": tenants,
-        "inference": {"serving_gpus": int(engine.infer_by_model.sum()),
+        "inference": {"serving_gpus": int(engine.fleet.serving_by_model.sum()),
                       "slo_attainment": engine.fleet.report()["slo_attainment"]},
         "interruptions": {"unplanned": rel.unplanned, "planned": rel.planned,
                           "by_cause": dict(sorted(rel.interruptions.items()))},

@@ -1,4 +1,4 @@
-"""The run report (``simulate --json``) and the live snapshot, both JSON-safe.
+"""The run report (``simulate --json``), JSON-safe.
 
 Wall-clock fields (``wall_seconds``, ``scheduler.wall_seconds``,
 ``scheduler.decisions_per_second``) are the only ones that differ between two runs of the
@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.model.job_run import CLOUD, DONE, DRAINING, PENDING, QUEUED, REJECTED, RUNNING
-from scheduler.model.ledger import CATEGORIES
 
 WALL_CLOCK_FIELDS = (("wall_seconds",), ("scheduler", "wall_seconds"),
                      ("scheduler", "decisions_per_second"))
@@ -52,7 +51,7 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
     hours = led.gpu_hours()
     s = engine.state
     weights, ettrs = [], []
-    for r in engine.training_runs():
+    for r in engine.jobs.training_runs():
         e = engine.ettr(r)
         if e is not None:
             weights.append(r.gpus)
@@ -78,8 +77,8 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
                           "by_cause": dict(sorted(rel.interruptions.items()))},
         "failures": rel.report(),
         **physics_figures(engine, led),
-        "recovery": {"mode": engine.recovery,
-                     "checkpoint_interval": engine.checkpoint_interval or "per job",
+        "recovery": {"mode": engine.costs.recovery,
+                     "checkpoint_interval": engine.jobs.checkpoint_interval or "per job",
                      "failures": rel.enabled},
         "inference": engine.fleet.report(),
         "cloud": engine.cloud.report(in_flight, engine.now),
@@ -111,7 +110,7 @@ def largest_job(engine, run) -> dict:
         "mttf_hours": round(wall_h / run.interruptions, 3) if run.interruptions else None,
         "checkpoint_interval_s": round(run.interval_s, 1),
         "checkpoint_write_s": round(run.write_s, 2),
-        "restart_s": round(engine.restart_estimate(run), 1),
+        "restart_s": round(engine.jobs.restart_estimate(run), 1),
         "ettr": None if engine.ettr(run) is None else round(engine.ettr(run), 6),
         "lost_gpu_hours": round(run.lost_gpu_s / 3600.0, 3),
     }
@@ -129,21 +128,3 @@ def utilisation(engine) -> dict:
         v["allocated"] += int(np.count_nonzero(owned & (s.gpu_model == m)))
     return {"gpus": s.n_gpus, "allocated": int(owned.sum()), "idle": int(free.sum()),
             "spare": int(spare.sum()), "down": int(down.sum()), "by_vendor": by_vendor}
-
-
-def snapshot(engine) -> dict:
-    """State now (JSON-safe), the engine's ``snapshot()``."""
-    led = engine.horizon_ledger()
-    states = [r.state for r in engine.runs]
-    return {
-        "t": engine.now,
-        **utilisation(engine),
-        "ledger_gpu_hours": led.gpu_hours(),
-        "mfu": led.mfu(),
-        "goodput": round(led.goodput(), 6),
-        "jobs": {k: states.count(k) for k in (QUEUED, RUNNING, DRAINING, CLOUD, DONE, REJECTED)},
-        "inference": {"slo_attainment": engine.fleet.report()["slo_attainment"],
-                      "serving_gpus": int(engine.infer_by_model.sum())},
-        "events": list(engine.events)[-50:],
-        "categories": list(CATEGORIES),
-    }

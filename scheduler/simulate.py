@@ -11,6 +11,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,117 +49,15 @@ class ScenarioError(ValueError):
     """
 
 
-def check_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "default",
-                   gpus: int | None = None, trace: str | os.PathLike | None = None,
-                   placement: str | None = None, failures: bool = True,
-                   checkpoint_interval=None, recovery: str = "disk",
-                   spares: float | None = None,
-                   fabric: str | None = None, oversubscription: float | None = None,
-                   physics: bool = True) -> None:
-    """Raise :class:`ScenarioError` unless every option is valid.
-
-    Parameters are those of :func:`run_scenario`.
-
-    >>> check_scenario(preset="dev-small", days=0)
-    Traceback (most recent call last):
-    ...
-    scheduler.simulate.ScenarioError: days must be a finite number > 0 and <= 366, not 0
-    """
-    if preset not in PRESETS:
-        raise ScenarioError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}")
-    if (isinstance(days, bool) or not isinstance(days, int | float)
-            or not (math.isfinite(days) and 0 < days <= MAX_DAYS)):
-        raise ScenarioError(f"days must be a finite number > 0 and <= {MAX_DAYS:g}, not {days!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ScenarioError(f"seed must be an integer >= 0, not {seed!r}")
-    if policy not in REGISTRY:
-        raise ScenarioError(f"unknown policy {policy!r}; choose one of: {', '.join(REGISTRY)}")
-    if placement is not None and placement not in STRATEGIES:
-        raise ScenarioError(f"unknown placement {placement!r}; choose one of: "
-                            f"{', '.join(STRATEGIES)}")
-    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int | np.integer)
-                             or gpus <= 0):
-        raise ScenarioError(f"gpus must be a positive integer, not {gpus!r}")
-    if not isinstance(failures, bool):
-        raise ScenarioError(f"failures must be on or off, not {failures!r}")
-    if not isinstance(physics, bool):
-        raise ScenarioError(f"physics must be on or off, not {physics!r}")
-    if checkpoint_interval not in (None, "auto") and (
-            isinstance(checkpoint_interval, bool)
-            or not isinstance(checkpoint_interval, int | float)
-            or not (math.isfinite(checkpoint_interval) and checkpoint_interval > 0)):
-        raise ScenarioError("checkpoint interval must be 'auto' or a positive number of "
-                            f"seconds, not {checkpoint_interval!r}")
-    if recovery not in RECOVERY_MODES:
-        raise ScenarioError(f"unknown recovery {recovery!r}; choose one of: "
-                            f"{', '.join(RECOVERY_MODES)}")
-    if spares is not None and (isinstance(spares, bool) or not isinstance(spares, int | float)
-                               or not 0 <= spares < 1):
-        raise ScenarioError(f"spares must be a fraction in [0, 1), not {spares!r}")
-    if fabric is not None and fabric not in REFABRIC_KINDS:
-        raise ScenarioError(f"unknown fabric {fabric!r}; choose one of: "
-                            f"{', '.join(REFABRIC_KINDS)}")
-    if oversubscription is not None and (
-            isinstance(oversubscription, bool) or not isinstance(oversubscription, int | float)
-            or not (math.isfinite(oversubscription) and oversubscription >= 1)):
-        raise ScenarioError(f"oversubscription must be a number >= 1, not {oversubscription!r}")
-    if trace is not None and not Path(trace).is_file():
-        raise ScenarioError(f"trace file {os.fspath(trace)!r} does not exist or is not a file")
+def _number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
 
 
-def scenario_engine(*, preset: str, days: float, seed: int = 0, policy: str = "default",
-                    gpus: int | None = None, trace: str | os.PathLike | None = None,
-                    placement: str | None = None, failures: bool = True,
-                    checkpoint_interval=None, recovery: str = "disk",
-                    spares: float | None = None, fabric: str | None = None,
-                    oversubscription: float | None = None,
-                    physics: bool = True) -> tuple[Engine, dict]:
-    """Validate the options and build the engine at time 0, with its ``scenario`` description.
+@dataclass(frozen=True)
+class Scenario:
+    """One batch run: a preset's cluster and workload (or a replayed trace), for some days.
 
-    Parameters are those of :func:`run_scenario`.  Raises :class:`ScenarioError` for a bad
-    option and :class:`~scheduler.workload.traces.TraceError` (file and line named) for a bad
-    trace.
-    """
-    options = {"failures": failures, "checkpoint_interval": checkpoint_interval,
-               "recovery": recovery, "spares": spares, "physics": physics}
-    check_scenario(preset=preset, days=days, seed=seed, policy=policy, gpus=gpus, trace=trace,
-                   placement=placement, fabric=fabric, oversubscription=oversubscription,
-                   **options)
-    seed = int(seed)
-    spec, scale = scaled_preset(preset, None if gpus is None else int(gpus))
-    try:
-        plan = refabric(spec, fabric, oversubscription).plan()
-    except ValueError as exc:
-        raise ScenarioError(str(exc)) from None
-    scenario: dict = {"preset": preset, "days": days, "gpus_requested": gpus,
-                      "trace": None, "trace_source": None}
-    if trace is None:
-        rng = np.random.default_rng(np.random.SeedSequence((seed, WORKLOAD_STREAM)))
-        workload = scenario_workload(preset, plan, days=days, rng=rng, scale=scale)
-    else:
-        workload = _trace_workload(trace, reference_model=plan.models[0].name)
-        scenario.update(trace=Path(trace).name, trace_source=workload.source,
-                        trace_jobs_in_file=workload.meta.get("jobs_in_file"))
-    engine = Engine(plan, workload, seed=seed, policy=policy, placement=placement, **options)
-    return engine, scenario
-
-
-def _trace_workload(trace: str | os.PathLike, *, reference_model: str) -> Workload:
-    """The trace's jobs alone: a replay has no inference services of the preset."""
-    try:
-        return read_trace(trace, reference_model=reference_model)
-    except UnicodeDecodeError:
-        raise ScenarioError(f"trace file {Path(trace).name!r} is not UTF-8 text") from None
-
-
-def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "default",
-                 gpus: int | None = None, trace: str | os.PathLike | None = None,
-                 placement: str | None = None, failures: bool = True,
-                 checkpoint_interval=None, recovery: str = "disk",
-                 spares: float | None = None, fabric: str | None = None,
-                 oversubscription: float | None = None, physics: bool = True,
-                 progress: Callable[[float], None] | None = None) -> tuple[Engine, dict]:
-    """Run a scenario for ``days`` of simulated time; return the engine and its report.
+    Every field is checked when the scenario is made; a bad one raises :class:`ScenarioError`.
 
     Parameters
     ----------
@@ -195,6 +94,123 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
     physics : bool
         Fabric routing, storage tiers and power limits set each gang's speed (off: compute at
         kernel efficiency only).
+
+    Examples
+    --------
+    >>> Scenario(preset="dev-small", days=0)
+    Traceback (most recent call last):
+    ...
+    scheduler.simulate.ScenarioError: days must be a finite number > 0 and <= 366, not 0
+    """
+
+    preset: str
+    days: float
+    seed: int = 0
+    policy: str = "default"
+    gpus: int | None = None
+    trace: str | os.PathLike | None = None
+    placement: str | None = None
+    failures: bool = True
+    checkpoint_interval: float | str | None = None
+    recovery: str = "disk"
+    spares: float | None = None
+    fabric: str | None = None
+    oversubscription: float | None = None
+    physics: bool = True
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ScenarioError(f"unknown preset {self.preset!r}; choose one of: "
+                                f"{', '.join(PRESETS)}")
+        if not _number(self.days) or not (math.isfinite(self.days) and 0 < self.days <= MAX_DAYS):
+            raise ScenarioError(f"days must be a finite number > 0 and <= {MAX_DAYS:g}, "
+                                f"not {self.days!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) \
+                or self.seed < 0:
+            raise ScenarioError(f"seed must be an integer >= 0, not {self.seed!r}")
+        self._one_of("policy", self.policy, REGISTRY)
+        if self.placement is not None:
+            self._one_of("placement", self.placement, STRATEGIES)
+        if self.gpus is not None and (isinstance(self.gpus, bool)
+                                      or not isinstance(self.gpus, int | np.integer)
+                                      or self.gpus <= 0):
+            raise ScenarioError(f"gpus must be a positive integer, not {self.gpus!r}")
+        for name in ("failures", "physics"):
+            if not isinstance(getattr(self, name), bool):
+                raise ScenarioError(f"{name} must be on or off, not {getattr(self, name)!r}")
+        ci = self.checkpoint_interval
+        if ci not in (None, "auto") and (not _number(ci) or not (math.isfinite(ci) and ci > 0)):
+            raise ScenarioError("checkpoint interval must be 'auto' or a positive number of "
+                                f"seconds, not {ci!r}")
+        self._one_of("recovery", self.recovery, RECOVERY_MODES)
+        if self.spares is not None and (not _number(self.spares) or not 0 <= self.spares < 1):
+            raise ScenarioError(f"spares must be a fraction in [0, 1), not {self.spares!r}")
+        if self.fabric is not None:
+            self._one_of("fabric", self.fabric, REFABRIC_KINDS)
+        o = self.oversubscription
+        if o is not None and (not _number(o) or not (math.isfinite(o) and o >= 1)):
+            raise ScenarioError(f"oversubscription must be a number >= 1, not {o!r}")
+        if self.trace is not None and not Path(self.trace).is_file():
+            raise ScenarioError(f"trace file {os.fspath(self.trace)!r} does not exist or is "
+                                "not a file")
+
+    @staticmethod
+    def _one_of(name: str, value, known) -> None:
+        if value not in known:
+            raise ScenarioError(f"unknown {name} {value!r}; choose one of: {', '.join(known)}")
+
+    def engine(self) -> tuple[Engine, dict]:
+        """Build the engine at time 0, with the report's ``scenario`` description.
+
+        Raises :class:`ScenarioError` for a fabric the preset cannot take and
+        :class:`~scheduler.workload.traces.TraceError` (file and line named) for a bad trace.
+        """
+        seed = int(self.seed)
+        spec, scale = scaled_preset(self.preset, None if self.gpus is None else int(self.gpus))
+        try:
+            plan = refabric(spec, self.fabric, self.oversubscription).plan()
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+        scenario: dict = {"preset": self.preset, "days": self.days,
+                          "gpus_requested": self.gpus, "trace": None, "trace_source": None}
+        if self.trace is None:
+            rng = np.random.default_rng(np.random.SeedSequence((seed, WORKLOAD_STREAM)))
+            workload = scenario_workload(self.preset, plan, days=self.days, rng=rng,
+                                         scale=scale)
+        else:
+            workload = _trace_workload(self.trace, reference_model=plan.models[0].name)
+            scenario.update(trace=Path(self.trace).name, trace_source=workload.source,
+                            trace_jobs_in_file=workload.meta.get("jobs_in_file"))
+        engine = Engine(plan, workload, seed=seed, policy=self.policy,
+                        placement=self.placement, failures=self.failures,
+                        checkpoint_interval=self.checkpoint_interval, recovery=self.recovery,
+                        spares=self.spares, physics=self.physics)
+        return engine, scenario
+
+    def options(self) -> dict:
+        """The fields as a plain dict (for a report or a study's arm)."""
+        out = asdict(self)
+        if out["trace"] is not None:
+            out["trace"] = os.fspath(out["trace"])
+        return out
+
+
+def _trace_workload(trace: str | os.PathLike, *, reference_model: str) -> Workload:
+    """The trace's jobs alone: a replay has no inference services of the preset."""
+    try:
+        return read_trace(trace, reference_model=reference_model)
+    except UnicodeDecodeError:
+        raise ScenarioError(f"trace file {Path(trace).name!r} is not UTF-8 text") from None
+
+
+def run_scenario(scenario: Scenario, *,
+                 progress: Callable[[float], None] | None = None) -> tuple[Engine, dict]:
+    """Run ``scenario`` for its days of simulated time; return the engine and its report.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        What to run.
     progress : callable, optional
         Called now and then with the simulated time reached, s.
 
@@ -205,27 +221,15 @@ def run_scenario(*, preset: str, days: float, seed: int = 0, policy: str = "defa
         :func:`scheduler.report.build_report`; ``wall_seconds`` covers building the cluster
         and workload as well as the run.
 
-    Raises
-    ------
-    ScenarioError
-        A bad option (one-line message).
-    TraceError
-        A trace that cannot be read (file and line named).
-
     Examples
     --------
-    >>> engine, report = run_scenario(preset="dev-small", days=0.05, seed=1)
+    >>> engine, report = run_scenario(Scenario(preset="dev-small", days=0.05, seed=1))
     >>> report["scenario"]["gpus"], report["scenario"]["policy"], engine.now
     (512, 'default', 4320.0)
     """
     started = time.perf_counter()
-    engine, scenario = scenario_engine(preset=preset, days=days, seed=seed, policy=policy,
-                                       gpus=gpus, trace=trace, placement=placement,
-                                       failures=failures,
-                                       checkpoint_interval=checkpoint_interval,
-                                       recovery=recovery, spares=spares, fabric=fabric,
-                                       oversubscription=oversubscription, physics=physics)
-    engine.run_until(days * 86400.0, progress=progress)
-    report = build_report(engine, scenario=scenario,
+    engine, description = scenario.engine()
+    engine.run_until(scenario.days * 86400.0, progress=progress)
+    report = build_report(engine, scenario=description,
                           wall_seconds=time.perf_counter() - started)
     return engine, report

@@ -28,7 +28,7 @@ from channels.layers import get_channel_layer
 
 from scheduler.live import live_frame
 from scheduler.presets import PRESETS
-from scheduler.simulate import scenario_engine
+from scheduler.simulate import Scenario
 from twin import broadcast, selectors, services
 from twin.conf import app_setting
 from twin.engine_commands import (
@@ -132,8 +132,8 @@ class EngineDriver:
                 return engine_unpickle(data)
             except Exception:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
-        engine, _ = scenario_engine(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
-                                    failures=True, physics=True)
+        engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
+                             failures=True, physics=True).engine()
         return engine
 
     def request_stop(self) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.control.params import positive, unit_id
 from scheduler.reliability.failures import FailureMode
-from scheduler.scheduling.cloud import region_loss
 
 # drills use the detection delays of the matching failure causes; repair times are the
 # rehearsal's own (assumed, short enough to watch the recovery)
@@ -29,33 +29,20 @@ KINDS = tuple(_DRILL_MODES) + ("storage_slowdown", "inference_surge", "supply_cu
                                "cloud_region_loss", "power_cap")
 
 
-def _units(engine, component: str) -> int:
-    return engine.reliability.units[component]
-
-
 def _target(engine, kind: str, component: str, target, rng: np.random.Generator) -> int:
-    n = _units(engine, component)
+    n = engine.reliability.units[component]
     if n == 0:
         raise ValueError(f"this cluster has no {kind.replace('_', ' ')} to fail")
     if target in (None, "random"):
         return int(rng.integers(n))
-    if isinstance(target, bool) or not isinstance(target, (int, np.integer, str)):
+    if isinstance(target, str):
+        try:
+            target = int(target)
+        except ValueError:
+            raise ValueError(f"target must be 'random' or an integer id, not {target!r}") from None
+    elif isinstance(target, bool) or not isinstance(target, int | np.integer):
         raise ValueError(f"target must be 'random' or an id, not {target!r}")
-    try:
-        unit = int(target)
-    except ValueError:
-        raise ValueError(f"target must be 'random' or an integer id, not {target!r}") from None
-    if not 0 <= unit < n:
-        raise ValueError(f"{kind.replace('_', ' ')} {unit} does not exist (ids 0 .. {n - 1})")
-    return unit
-
-
-def _positive(name: str, value, upper: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, not {value!r}")
-    if upper is not None and value > upper:
-        raise ValueError(f"{name} must be at most {upper:g}, not {value!r}")
-    return float(value)
+    return unit_id(kind.replace("_", " "), target, n)
 
 
 def run_drill(engine, kind: str, target="random", **params) -> dict:
@@ -63,7 +50,7 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
 
     Raises ``ValueError`` (nothing changed) for an unknown kind, target or parameter.
     """
-    rng = engine.rng_failures
+    rng = engine.kernel.rng("drills")
     rel = engine.reliability
     if kind in _DRILL_MODES:
         if params:
@@ -73,18 +60,18 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
         hit = rel.inject(mode, unit, rng=rng)
         result = {**hit, "kind": kind, "target": unit}
     elif kind == "storage_slowdown":
-        factor = _positive("factor", params.get("factor", 0.5), 1.0)
-        duration = _positive("duration_s", params.get("duration_s", 3600.0))
+        factor = positive("factor", params.get("factor", 0.5), 1.0)
+        duration = positive("duration_s", params.get("duration_s", 3600.0))
         rel.slow_storage(STORAGE_MODE, factor, duration)
         result = {"kind": kind, "target": "central", "factor": factor, "duration_s": duration,
                   "jobs": [], "gpus": 0}
     elif kind == "inference_surge":
-        from scheduler.control.commands import inference_surge
-        out = inference_surge(engine, factor=_positive("factor", params.get("factor", 2.0)),
-                              duration_s=_positive("duration_s",
-                                                   params.get("duration_s", 3600.0)),
-                              service=None if target in (None, "random", "all") else target)
-        result = {"kind": kind, "target": out["services"], "jobs": [], "gpus": 0, **out}
+        factor = positive("factor", params.get("factor", 2.0))
+        until = engine.now + positive("duration_s", params.get("duration_s", 3600.0))
+        names = engine.fleet.surge(factor, until,
+                                   None if target in (None, "random", "all") else target)
+        result = {"kind": kind, "target": names, "jobs": [], "gpus": 0, "services": names,
+                  "factor": factor, "until": until}
     elif kind == "supply_cut":
         names = [m.name for m in engine.plan.models]
         if target in (None, "random"):
@@ -93,7 +80,7 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
             raise ValueError(f"accelerator model {target!r} is not in this cluster "
                              f"({', '.join(names)})")
         m = names.index(target)
-        rel.cut_models.add(m)
+        engine.spares.cut(m)
         result = {"kind": kind, "target": target, "jobs": [], "gpus": 0,
                   "spares_frozen": int(np.count_nonzero(engine.state.node_spare
                                                         & engine.state.model_mask[m]))}
@@ -105,13 +92,13 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
             target = pools[int(rng.integers(len(pools)))]
         if target not in pools:
             raise ValueError(f"cloud pool {target!r} does not exist ({', '.join(pools)})")
-        jobs = region_loss(engine, pools.index(target))
+        jobs = engine.burst.region_loss(pools.index(target))
         result = {"kind": kind, "target": target, "jobs": jobs,
                   "gpus": sum(engine.runs[i].gpus for i in jobs)}
     elif kind == "power_cap":
         if engine.physics is None:
             raise ValueError("a power-cap drill needs the power model (simulate --physics on)")
-        fraction = _positive("fraction", params.get("fraction", 0.8), 1.0)
+        fraction = positive("fraction", params.get("fraction", 0.8), 1.0)
         power = engine.physics.power
         if target in (None, "random", "all"):
             power.cap_all(fraction)
@@ -120,14 +107,15 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
             rack = _target(engine, "rack", "pdu", target, rng)
             power.cap_rack(rack, float(power.base_caps_kw[rack]) * fraction)
             target = rack
-        engine.physics_refresh()
+        engine.physics.refresh()
         hit = sorted(i for i, theta in engine.physics.throttle.items() if theta < 1.0)
         result = {"kind": kind, "target": target, "fraction": fraction,
                   "jobs": [engine.runs[i].spec.name for i in hit],
                   "gpus": sum(engine.runs[i].gpus for i in hit)}
     else:
         raise ValueError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
-    engine.log("drill", f"drill {kind} on {result['target']}: {len(result['jobs'])} job(s), "
-                        f"{result['gpus']} GPUs hit", drill=kind)
-    engine.changed()
+    engine.kernel.log("drill", f"drill {kind} on {result['target']}: "
+                               f"{len(result['jobs'])} job(s), {result['gpus']} GPUs hit",
+                      drill=kind)
+    engine.scheduler.wake()
     return result

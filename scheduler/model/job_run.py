@@ -66,11 +66,16 @@ def segment_length(need_s: float, restart_s: float, interval_s: float, write_s: 
 
 
 class JobRun:
-    """Mutable engine-side state of one training job (not shared with other engines)."""
+    """Mutable engine-side state of one training job (not shared with other engines).
+
+    ``event`` is the handle of the one event the run waits for in its state (its finish,
+    the end of its drain, its failure's detection, its cloud run's end); whoever moves the run
+    out of that state cancels it.
+    """
 
     __slots__ = (
         "idx", "spec", "state", "remaining_flops", "models", "affinity", "sig", "placement",
-        "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "version",
+        "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "event",
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
         "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk")
@@ -91,7 +96,7 @@ class JobRun:
         self.restart_s = 0.0
         self.write_s = 0.0
         self.interval_s = spec.checkpoint_interval_s
-        self.version = 0
+        self.event = None  # the run's own next event (a kernel Handle), cancelled if moot
         self.first_start: float | None = None
         self.end_s: float | None = None
         self.queued_since = spec.submit_s
@@ -117,6 +122,11 @@ class JobRun:
     def need_s(self) -> float:
         """Compute seconds still to do at the current (possibly slowed) rate."""
         return self.remaining_flops / (self.rate * self.slow)
+
+    def cancel_event(self) -> None:
+        if self.event is not None:
+            self.event.cancel()
+            self.event = None
 
     def books_at(self, t: float) -> SegmentBooks:
         """Books of the open segment if it were closed at ``t``."""

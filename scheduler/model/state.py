@@ -4,6 +4,9 @@ Per-GPU and per-node numpy arrays indexed by the integer ids of the
 :class:`~scheduler.hardware.cluster.ClusterPlan`.  An *allocation* (a training gang or one
 inference replica) is a set of GPUs on whole or partial nodes; its integer id is written in
 ``gpu_owner``.  Nothing here knows about jobs or time: the engine does.
+
+Every change goes through a method here and bumps :attr:`ClusterState.version`, so a reader
+(the scheduler, a cached capacity count) knows whether anything moved since it last looked.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class ClusterState:
         self.node_spare = plan.node_spare.astype(bool).copy()
         self.node_up = np.ones(plan.n_nodes, dtype=bool)
         self.node_drained = np.zeros(plan.n_nodes, dtype=bool)
+        self.gpu_up = np.ones(plan.n_gpus, dtype=bool)
         self._schedulable = self.node_up & ~self.node_spare
         self.model_mask = [self.node_model == m for m in range(len(plan.models))]
 
@@ -82,6 +86,8 @@ class ClusterState:
         self.n_domains = {k: int(v.max()) + 1 for k, v in self.domain.items()}
         self.model_gpus = np.bincount(self.node_model, weights=self.node_gpus,
                                       minlength=self.n_models).astype(np.int64)
+        self.version = 0
+        self._counts: tuple[int, np.ndarray] | None = None
 
     # ----------------------------------------------------------------- capacity views
     @property
@@ -92,9 +98,46 @@ class ClusterState:
         """Nodes the scheduler may place on: up, not drained, not a hot spare (read-only)."""
         return self._schedulable
 
+    def free_counts(self) -> np.ndarray:
+        """Free GPUs per model on schedulable, spare and unavailable nodes (3 x models).
+
+        Cached until the state changes; treat the result as read-only.
+        """
+        if self._counts is None or self._counts[0] != self.version:
+            up = self.node_up & ~self.node_drained
+            w = self.node_free
+            counts = np.stack([
+                np.bincount(self.node_model, weights=w * self._schedulable,
+                            minlength=self.n_models),
+                np.bincount(self.node_model, weights=w * (up & self.node_spare),
+                            minlength=self.n_models),
+                np.bincount(self.node_model, weights=w * ~up, minlength=self.n_models),
+            ]).astype(np.int64)
+            self._counts = (self.version, counts)
+        return self._counts[1]
+
+    def hold_spares(self, fraction: float) -> None:
+        """Make ``fraction`` of each model's nodes hot spares, spread evenly (every pod some)."""
+        if isinstance(fraction, bool) or not 0 <= fraction < 1:
+            raise ValueError(f"spares must be a fraction in [0, 1), not {fraction!r}")
+        spare = np.zeros(self.plan.n_nodes, dtype=bool)
+        for m in range(self.n_models):
+            nodes = np.flatnonzero(self.model_mask[m])
+            k = int(round(fraction * nodes.size))
+            if k:
+                spare[nodes[np.linspace(0, nodes.size - 1, k).round().astype(int)]] = True
+        self.set_node_flags(slice(None), spare=False)
+        self.set_node_flags(spare, spare=True)
+
+    def set_gpu_up(self, gids, up: bool) -> None:
+        """Record a GPU's health as observed (a node with a GPU down is taken out by its owner)."""
+        self.version += 1
+        self.gpu_up[gids] = up
+
     def set_node_flags(self, nodes, *, up: bool | None = None, drained: bool | None = None,
                        spare: bool | None = None) -> None:
         """Change node status; the only way to, so the schedulable mask stays current."""
+        self.version += 1
         if up is not None:
             self.node_up[nodes] = up
         if drained is not None:
@@ -131,6 +174,7 @@ class ClusterState:
             ids = first + np.flatnonzero(self.gpu_owner[first:first + self.node_gpus[n]] == FREE)
             parts.append(ids[:c])
         gids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        self.version += 1
         self.gpu_owner[gids] = owner
         self.node_free[nodes] -= counts
         self.node_free_cpu[nodes] -= counts * cpu_per_gpu
@@ -143,6 +187,7 @@ class ClusterState:
         """Return an allocation's GPUs and host resources."""
         if np.any(self.gpu_owner[gids] != owner):
             raise ValueError(f"allocation {owner} does not hold all of the GPUs it releases")
+        self.version += 1
         self.gpu_owner[gids] = FREE
         nodes, counts = placement.nodes, placement.counts
         self.node_free[nodes] += counts

@@ -21,12 +21,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scheduler.hardware.cluster import ClusterPlan
 from scheduler.model.job_run import RUNNING
+from scheduler.model.state import ClusterState
 from scheduler.physics.fabric.routing import Router
 from scheduler.physics.fabric.step_time import step_breakdown
 from scheduler.physics.power import PowerModel, power_report
 from scheduler.physics.storage import StorageModel
 from scheduler.scheduling.inference import REPLICA_BASE
+from scheduler.sim import Context, Kind
 
 INFERENCE_UTILISATION = 0.6
 """Accelerator utilisation of a serving replica for the power model (assumed)."""
@@ -45,10 +48,36 @@ class _PowerSample(NamedTuple):
 
 
 class Physics:
-    def __init__(self, engine, *, tick_s: float = 1800.0, overlap: float = 0.7,
+    """The speed model when the physics is on (``TICK`` events).
+
+    Parameters
+    ----------
+    ctx : Context
+    plan, state
+        The cluster.
+    jobs : JobLifecycle
+        Its running gangs are routed, served and powered; their speed changes go through it.
+    failures : FailureEngine
+        Read only: failed switches and links, rows without cooling.
+    costs : CheckpointCosts
+        Read only: the central tier's current bandwidth factor.
+    fleet : InferenceFleet
+        Read only: which GPUs serve (their power).
+    tick_s : float
+        Seconds of simulated time between refreshes.
+    """
+
+    def __init__(self, ctx: Context, *, plan: ClusterPlan, state: ClusterState, jobs,
+                 failures, costs, tick_s: float = 1800.0, overlap: float = 0.7,
                  tolerance: float = 0.01):
-        plan = engine.plan
-        self.e = engine
+        if isinstance(tick_s, bool) or not tick_s > 0:
+            raise ValueError(f"physics_tick_s must be a positive number, not {tick_s!r}")
+        self.ctx = ctx
+        self.plan = plan
+        self.state = state
+        self.jobs = jobs
+        self.failures = failures
+        self.costs = costs
         self.tick_s = float(tick_s)
         self.overlap = overlap
         self.tolerance = tolerance
@@ -72,21 +101,21 @@ class Physics:
         self.last_power = None
         self.last_storage = None
 
-    def start(self) -> None:
-        from scheduler.engine import TICK
-        self.e._push(self.tick_s, TICK, 0)
+        ctx.on(Kind.TICK, self.on_tick)
 
-    def on_tick(self) -> None:
-        from scheduler.engine import TICK
+    def start(self) -> None:
+        self.ctx.schedule(self.ctx.now + self.tick_s, Kind.TICK)
+
+    def on_tick(self, _=None) -> None:
         self.refresh()
-        self.e._push(self.e.now + self.tick_s, TICK, 0)
+        self.ctx.schedule(self.ctx.now + self.tick_s, Kind.TICK)
 
     # ----------------------------------------------------------------- the split
     def _step(self, run, share: float):
         spec = run.spec
         if spec.params_b <= 0:
             return None
-        model = self.e.plan.models[run.model]
+        model = self.plan.models[run.model]
         key = (run.idx, run.model, run.placement.nodes.size, round(share, 2))
         bd = self._steps.get(key)
         if bd is None:
@@ -99,7 +128,7 @@ class Physics:
 
     def split(self, run) -> tuple[tuple[str, float], ...]:
         """Share of ``run``'s wall time per lost category (throttled, communication, data)."""
-        spans = np.unique(self.e.state.domain["leaf"][run.placement.nodes]).size > 1
+        spans = np.unique(self.state.domain["leaf"][run.placement.nodes]).size > 1
         share = self.share.get(run.idx, self.typical_share if spans else 1.0)
         bd = self._step(run, share)
         c, x = (1.0, 0.0) if bd is None else (bd.compute_s, bd.total_s - bd.compute_s)
@@ -116,22 +145,21 @@ class Physics:
     # ----------------------------------------------------------------- one refresh
     def refresh(self) -> None:
         """Route, serve and power every running gang now; re-rate those whose speed moved."""
-        e = self.e
-        runs = [r for r in e.running.values() if r.state == RUNNING]
-        rel = e.reliability
+        runs = [r for r in self.jobs.running.values() if r.state == RUNNING]
+        rel = self.failures
         self._route(runs, rel)
         self._serve(runs)
         self._power(runs, rel)
         for run in runs:
-            e.rerate(run, self.tolerance)
+            self.jobs.rerate(run, self.tolerance)
         if len(self._steps) > 50_000:
             self._steps.clear()
 
     def _route(self, runs, rel) -> None:
-        e = self.e
+        plan = self.plan
         wide = [r for r in runs
-                if np.unique(e.state.domain["leaf"][r.placement.nodes]).size > 1]
-        f = e.plan.fabric
+                if np.unique(self.state.domain["leaf"][r.placement.nodes]).size > 1]
+        f = plan.fabric
         failed_links = np.zeros(f.link_a.size, dtype=bool)
         failed_links[[k for k, n in rel.failed_links.items() if n > 0]] = True
         failed_sw = np.zeros(f.n_switches(), dtype=bool)
@@ -140,7 +168,7 @@ class Physics:
         if not wide:
             return
         # gangs drive their NICs at line rate during collectives, up to the fabric's ports
-        demand = np.minimum([e.plan.node_shape[r.model].nic_gbps for r in wide], f.port_gbps)
+        demand = np.minimum([plan.node_shape[r.model].nic_gbps for r in wide], f.port_gbps)
         load = self.router.update([r.gids for r in wide], demand, failed_links=failed_links,
                                   failed_switches=failed_sw,
                                   ring_stride=[self._dp_stride(r) for r in wide])
@@ -148,41 +176,40 @@ class Physics:
         shares = np.clip(np.asarray(load.job_share, dtype=float), 0.01, 1.0)
         self.share = {r.idx: float(x) for r, x in zip(wide, shares, strict=True)}
         self.typical_share = float(np.average(shares, weights=[r.gpus for r in wide]))
-        self.network_samples.append({"t": e.now, **load.tier_utilisation})
+        self.network_samples.append({"t": self.ctx.now, **load.tier_utilisation})
 
     def _dp_stride(self, run) -> int:
         """Nodes between data-parallel ring neighbours: ranks are TP-major, then PP."""
         par = run.spec.parallelism
-        gpn = int(self.e.plan.models[run.model].per_node)
+        gpn = int(self.plan.models[run.model].per_node)
         if par is None:
             return 1
         return max(1, par.tp * par.pp // gpn)
 
     def _serve(self, runs) -> None:
-        e = self.e
         if not runs:
             self.stall = {}
             return
-        idx = np.full(len(e.runs), -1, dtype=np.int64)
+        n_runs = len(self.jobs.runs)
+        idx = np.full(n_runs, -1, dtype=np.int64)
         idx[[r.idx for r in runs]] = np.arange(len(runs))
-        owner = e.state.gpu_owner
-        training = (owner >= 0) & (owner < len(e.runs))
+        owner = self.state.gpu_owner
+        training = (owner >= 0) & (owner < n_runs)
         gpu_job = np.where(training, idx[np.where(training, owner, 0)], -1)
         tokens = np.array([r.rate * r.slow / (6.0 * r.spec.params_b * 1e9)
                            if r.spec.params_b > 0 else 0.0 for r in runs])
         total = np.array([r.spec.tokens if r.spec.tokens > 0 else 0.0 for r in runs])
         result = self.storage.supply(gpu_job, tokens, total_tokens=total,
-                                     central_factor=min(1.0, e.storage_factor))
+                                     central_factor=min(1.0, self.costs.storage_factor))
         self.last_storage = result
         self.stall = {r.idx: float(x) for r, x in zip(runs, result.data_stall_fraction,
                                                        strict=True)}
-        self.storage_samples.append({"t": e.now, **{
+        self.storage_samples.append({"t": self.ctx.now, **{
             t.name: {"demand_gb_s": t.demand_gb_s, "supply_gb_s": t.supply_gb_s}
             for t in result.tiers}})
 
     def _power(self, runs, rel) -> None:
-        e = self.e
-        owner = e.state.gpu_owner
+        owner = self.state.gpu_owner
         util = np.zeros(owner.size)
         for r in runs:
             util[r.gids] = r.slow
@@ -193,8 +220,8 @@ class Physics:
         self._cooling_cut = cut
         result = self.power.step(util)
         self.last_power = result
-        self.power_trace.append((e.now, result.it_mw, result.facility_mw, result.throttled_gpus,
-                                 float(np.sum(1.0 - result.gpu_throttle))))
+        self.power_trace.append((self.ctx.now, result.it_mw, result.facility_mw,
+                                 result.throttled_gpus, float(np.sum(1.0 - result.gpu_throttle))))
         self.rack_peak_kw = (result.rack_kw.copy() if self.rack_peak_kw is None
                              else np.maximum(self.rack_peak_kw, result.rack_kw))
         self.throttle = {r.idx: float(result.gpu_throttle[r.gids].min()) for r in runs}

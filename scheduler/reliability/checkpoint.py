@@ -56,6 +56,67 @@ REPLICA_GROUP = 2
 (Gemini's group placement with two replicas)."""
 
 
+class CheckpointCosts:
+    """What a checkpoint write and a restart cost a gang on this cluster, now.
+
+    The one place these are computed: the engine's starts, the backfill estimate (before a job
+    ever ran) and the reports all ask here.  A storage slowdown scales the central tier's
+    bandwidth through :meth:`scale_storage` until it is undone.
+
+    Parameters
+    ----------
+    recovery : {"disk", "memory"}
+        Checkpoint to the central tier, or to peers' memory (Gemini) with disk as fallback.
+    write_gb_s, read_gb_s : float
+        The central tier's write and read bandwidth, GB/s (0 if there is none).
+    cluster_gpus : int
+        GPUs sharing the tier.
+
+    Examples
+    --------
+    >>> c = CheckpointCosts("disk", write_gb_s=1000.0, read_gb_s=2000.0, cluster_gpus=1000)
+    >>> c.write_s(checkpoint_gb=800.0, gpus=100, nodes=13)  # 100 of 1,000 GPUs: 100 GB/s
+    8.0
+    >>> c.scale_storage(0.5); c.write_s(checkpoint_gb=800.0, gpus=100, nodes=13)
+    16.0
+    """
+
+    def __init__(self, recovery: str, *, write_gb_s: float, read_gb_s: float,
+                 cluster_gpus: int):
+        if recovery not in RECOVERY_MODES:
+            raise ValueError(f"recovery must be one of {RECOVERY_MODES}, not {recovery!r}")
+        self.recovery = recovery
+        self.write_gb_s = float(write_gb_s)
+        self.read_gb_s = float(read_gb_s)
+        self.cluster_gpus = int(cluster_gpus)
+        self.storage_factor = 1.0
+
+    def scale_storage(self, factor: float) -> None:
+        """Multiply the central tier's bandwidth by ``factor`` (a slowdown starts)."""
+        self.storage_factor *= factor
+
+    def restore_storage(self, factor: float) -> None:
+        """Undo a :meth:`scale_storage` by ``factor`` (the slowdown is over)."""
+        self.storage_factor /= factor
+
+    def _bandwidth(self, tier_gb_s: float, gpus: int, nodes: int) -> float:
+        return job_bandwidth_gb_s(gpus=gpus, nodes=nodes, tier_gb_s=tier_gb_s,
+                                  cluster_gpus=self.cluster_gpus) * self.storage_factor
+
+    def write_s(self, *, checkpoint_gb: float, gpus: int, nodes: int) -> float:
+        """Stall of one checkpoint of a gang of ``gpus`` GPUs on ``nodes`` nodes, s."""
+        if self.recovery == "memory":
+            return memory_write_seconds(checkpoint_gb, gpus)
+        return write_seconds(checkpoint_gb, self._bandwidth(self.write_gb_s, gpus, nodes))
+
+    def restart_s(self, *, checkpoint_gb: float, gpus: int, nodes: int,
+                  from_disk: bool = False) -> float:
+        """Relaunch plus restore, s: from peers' memory, or from the central tier."""
+        if self.recovery == "memory" and not from_disk:
+            return memory_restore_seconds(checkpoint_gb, nodes)
+        return restart_seconds(checkpoint_gb, self._bandwidth(self.read_gb_s, gpus, nodes))
+
+
 def young_interval(cost_s: float, mttf_s: float) -> float:
     """Young (1974): ``sqrt(2 C M)`` for checkpoint cost ``C`` and mean time to failure ``M``.
 

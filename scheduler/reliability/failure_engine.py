@@ -15,8 +15,14 @@ from collections import Counter
 
 import numpy as np
 
-from scheduler.reliability import recovery
+from scheduler.hardware.cluster import ClusterPlan
+from scheduler.model.state import ClusterState
+from scheduler.reliability.checkpoint import CheckpointCosts
 from scheduler.reliability.failures import EFFECTS, MODES, FailureMode, unit_counts
+from scheduler.reliability.recovery import Recovery
+from scheduler.reliability.spares import SparePool
+from scheduler.scheduling.lifecycle import JobLifecycle
+from scheduler.sim import Context, Handle, Kind
 
 LEMON_FAILURES = 3
 LEMON_WINDOW_S = 14 * 86400.0
@@ -29,28 +35,41 @@ STORAGE_SLOW_FACTOR = 0.5
 
 
 class FailureEngine:
-    def __init__(self, engine, *, enabled: bool, weibull_shape: float | None = None,
+    """The failure processes and their effects (``FAIL`` and ``REPAIR`` events).
+
+    It owns what failures leave behind: nodes down (``down_count``), failed switches and
+    links, rows without cooling, pods with lost uplinks, throttled racks; the physics reads
+    these.  Gangs are interrupted through :class:`~scheduler.reliability.recovery.Recovery`.
+    """
+
+    def __init__(self, ctx: Context, *, plan: ClusterPlan, state: ClusterState,
+                 jobs: JobLifecycle, recovery: Recovery, spares: SparePool,
+                 costs: CheckpointCosts, enabled: bool, weibull_shape: float | None = None,
                  modes: tuple[FailureMode, ...] = MODES):
-        self.e = engine
+        if weibull_shape is not None and (isinstance(weibull_shape, bool)
+                                          or not weibull_shape > 0):
+            raise ValueError(f"weibull_shape must be a positive number, not {weibull_shape!r}")
+        self.ctx = ctx
+        self.plan = plan
+        self.state = state
+        self.jobs = jobs
+        self.recovery = recovery
+        self.spares = spares
+        self.costs = costs
         self.enabled = enabled
         self.shape = weibull_shape
         self.modes = modes
-        self.units = unit_counts(engine.plan)
-        seeds = np.random.SeedSequence(engine.seed, spawn_key=(7,)).spawn(len(modes))
-        self.rngs = [np.random.default_rng(s) for s in seeds]
+        self.units = unit_counts(plan)
+        self.rngs = [ctx.rng("failures", k) for k in range(len(modes))]
         self.failures: Counter = Counter()
         self.component_of: dict[str, str] = {}
         self.interruptions: Counter = Counter()
         self.planned = 0
         self.unplanned = 0
         self.repairs_done = 0
-        self.memory_fallbacks = 0
         self.repairs_pending = 0
         self.node_fail_times: dict[int, list[float]] = {}
         self.lemons: list[int] = []
-        s = engine.state
-        self.leaf_nodes = None
-        self.spare_target = np.bincount(s.node_model[s.node_spare], minlength=s.n_models)
         self.slowed: Counter = Counter()   # pod -> lost uplink share (spine/link failures)
         self.throttled_racks: Counter = Counter()
         # what the fabric and power physics read: failed switches and links, rows without
@@ -58,12 +77,13 @@ class FailureEngine:
         self.failed_switches: Counter = Counter()
         self.failed_links: Counter = Counter()
         self.cooling_lost: Counter = Counter()
-        self.down_count = np.zeros(engine.plan.n_nodes, dtype=np.int64)
+        self.down_count = np.zeros(plan.n_nodes, dtype=np.int64)
         self._repairs: dict[int, tuple[FailureMode, int, np.ndarray | None]] = {}
         self._repair_id = 0
-        self.cut_models: set[int] = set()
         self._storage_factors: dict[int, float] = {}
-        self.parked: list[int] = []
+        self._next: dict[int, Handle] = {}
+        ctx.on(Kind.FAIL, self.on_fail)
+        ctx.on(Kind.REPAIR, self.on_repair)
 
     def start(self) -> None:
         if not self.enabled:
@@ -71,13 +91,20 @@ class FailureEngine:
         for k in range(len(self.modes)):
             self._schedule(k)
 
+    def redraw(self) -> None:
+        """Draw every process's next failure again from now (after the streams were reseeded:
+        a forked engine's future then differs from the original's)."""
+        for handle in self._next.values():
+            handle.cancel()
+        self._next.clear()
+        self.start()
+
     # ----------------------------------------------------------------- processes
     def _rate(self, k: int) -> float:
         m = self.modes[k]
         return m.per_hour * self.units[m.component] / 3600.0
 
     def _schedule(self, k: int) -> None:
-        from scheduler.engine import FAIL
         rate = self._rate(k)
         if rate <= 0:
             return
@@ -86,7 +113,7 @@ class FailureEngine:
             gap = rng.exponential(1.0 / rate)
         else:
             gap = rng.weibull(self.shape) / (rate * math.gamma(1.0 + 1.0 / self.shape))
-        self.e._push(self.e.now + gap, FAIL, k)
+        self._next[k] = self.ctx.schedule(self.ctx.now + gap, Kind.FAIL, k)
 
     def on_fail(self, k: int) -> None:
         self._schedule(k)
@@ -95,7 +122,7 @@ class FailureEngine:
 
     # ----------------------------------------------------------------- effects
     def nodes_of(self, component: str, unit: int) -> np.ndarray:
-        s, plan = self.e.state, self.e.plan
+        s, plan = self.state, self.plan
         if component in ("gpu", "nic", "endpoint_link"):
             return np.array([s.gpu_node[unit]])
         if component in ("host", "software", "planned"):
@@ -112,7 +139,7 @@ class FailureEngine:
 
     def inject(self, mode: FailureMode, unit: int, *, rng: np.random.Generator) -> dict:
         """Apply one failure now; return what it hit (jobs, GPUs, nodes)."""
-        e = self.e
+        runs = self.jobs.runs
         effect = EFFECTS[mode.component]
         nodes = self.nodes_of(mode.component, unit)
         repair_s = float(rng.lognormal(math.log(mode.repair_h * 3600.0), 0.5))
@@ -124,49 +151,50 @@ class FailureEngine:
         self.failures[mode.cause] += 1
         self.component_of[mode.cause] = mode.component
         if effect == "interrupt":
-            hit = self._interrupt_nodes(nodes, mode)
+            hit = self.interrupt_nodes(nodes, mode)
             self._take_down(nodes, mode, repair_s)
         elif effect == "slow":
             pod = self._pod_of_switch_unit(mode.component, unit)
             share = self._lost_share(mode.component, pod)
             self.slowed[pod] += share
             self._mark_fabric(mode.component, unit, +1)
-            hit = self._rerate_all()
+            hit = self.jobs.rerate_all()
             self._push_repair(mode, unit, repair_s)
         elif effect == "throttle":
-            racks = np.unique(e.plan.node_rack[nodes])
+            racks = np.unique(self.plan.node_rack[nodes])
             for r in racks.tolist():
                 self.throttled_racks[r] += 1
             self.cooling_lost[unit] += 1
-            hit = self._rerate_all()
+            hit = self.jobs.rerate_all()
             self._push_repair(mode, unit, repair_s)
         elif effect == "slow_storage":
             self.failures[mode.cause] -= 1  # counted by slow_storage
             self.slow_storage(mode, STORAGE_SLOW_FACTOR, repair_s)
-        gpus = int(sum(e.runs[i].gpus for i in hit))
-        e.log("failure", f"{mode.cause} on {mode.component} {unit}: "
+        gpus = int(sum(runs[i].gpus for i in hit))
+        self.ctx.log("failure", f"{mode.cause} on {mode.component} {unit}: "
                          f"{len(hit)} job(s), {gpus} GPUs hit", cause=mode.cause)
         return {"cause": mode.cause, "component": mode.component, "unit": unit,
-                "effect": effect, "jobs": [e.runs[i].spec.name for i in hit], "gpus": gpus,
+                "effect": effect, "jobs": [runs[i].spec.name for i in hit], "gpus": gpus,
                 "nodes": nodes.tolist()[:64], "repair_s": round(repair_s, 1)}
 
     def _training_owners(self, nodes: np.ndarray) -> list[int]:
-        s = self.e.state
+        s = self.state
+        n_runs = len(self.jobs.runs)
         owners = set()
         for n in nodes.tolist():
             first = int(s.node_first_gpu[n])
             ids = s.gpu_owner[first:first + int(s.node_gpus[n])]
-            owners.update(int(o) for o in ids[(ids >= 0) & (ids < len(self.e.runs))])
+            owners.update(int(o) for o in ids[(ids >= 0) & (ids < n_runs)])
         return sorted(owners)
 
-    def _interrupt_nodes(self, nodes: np.ndarray, mode: FailureMode) -> list[int]:
-        e = self.e
+    def interrupt_nodes(self, nodes: np.ndarray, mode: FailureMode) -> list[int]:
+        """Interrupt every gang running (or lending) on ``nodes``; return their indices."""
         hit = []
         for idx in self._training_owners(nodes):
-            run = e.runs[idx]
+            run = self.jobs.runs[idx]
             if run.state in ("running", "draining"):
-                recovery.interrupt(e, run, cause=mode.cause, detect_s=mode.detect_s,
-                                   planned=mode.planned, failed_nodes=nodes)
+                self.recovery.interrupt(run, cause=mode.cause, detect_s=mode.detect_s,
+                                        planned=mode.planned, failed_nodes=nodes)
                 hit.append(idx)
                 self.interruptions[mode.cause] += 1
                 if mode.planned:
@@ -176,83 +204,66 @@ class FailureEngine:
         return hit
 
     def _take_down(self, nodes: np.ndarray, mode: FailureMode, repair_s: float) -> None:
-        e = self.e
         if nodes.size == 0:
             return
+        now = self.ctx.now
         self.down_count[nodes] += 1
-        e.state.set_node_flags(nodes, up=False)
-        e.changed()
+        self.state.set_node_flags(nodes, up=False)
         self._push_repair(mode, -1, repair_s, nodes)
         if not mode.planned and mode.component in ("gpu", "host", "nic"):
             for n in nodes.tolist():
-                times = [t for t in self.node_fail_times.get(n, []) if e.now - t < LEMON_WINDOW_S]
-                times.append(e.now)
+                times = [t for t in self.node_fail_times.get(n, []) if now - t < LEMON_WINDOW_S]
+                times.append(now)
                 self.node_fail_times[n] = times
                 if len(times) >= LEMON_FAILURES and n not in self.lemons:
                     self.lemons.append(n)
-                    e.state.set_node_flags([n], drained=True)
-                    e.log("lemon", f"node {n} failed {len(times)} times in "
+                    self.state.set_node_flags([n], drained=True)
+                    self.ctx.log("lemon", f"node {n} failed {len(times)} times in "
                                    f"{LEMON_WINDOW_S / 86400:.0f} days: quarantined")
 
     def _push_repair(self, mode: FailureMode, unit: int, repair_s: float,
                      nodes: np.ndarray | None = None) -> None:
-        from scheduler.engine import REPAIR
         self._repair_id += 1
         self._repairs[self._repair_id] = (mode, unit, nodes)
         self.repairs_pending += 1
-        self.e._push(self.e.now + repair_s, REPAIR, self._repair_id)
+        self.ctx.schedule(self.ctx.now + repair_s, Kind.REPAIR, self._repair_id)
 
     def on_repair(self, rid: int) -> None:
-        e = self.e
         mode, unit, nodes = self._repairs.pop(rid)
         self.repairs_pending -= 1
         self.repairs_done += 1
         effect = EFFECTS[mode.component]
         if effect == "interrupt":
-            cut = np.isin(e.state.node_model[nodes], list(self.cut_models))
-            if cut.any():
-                # no parts of a cut model: its nodes wait for supply to return
-                self.parked.extend(nodes[cut].tolist())
-                nodes = nodes[~cut]
+            nodes = self.spares.park_cut(nodes)  # no parts of a cut model: its nodes wait
             self.down_count[nodes] -= 1
             back = nodes[self.down_count[nodes] == 0]
-            e.state.set_node_flags(back, up=True)
-            self._refill_spares(back)
-            e.changed()
+            self.state.set_node_flags(back, up=True)
+            self.spares.refill(back)
         elif effect == "slow":
             pod = self._pod_of_switch_unit(mode.component, unit)
             self.slowed[pod] -= self._lost_share(mode.component, pod)
             self._mark_fabric(mode.component, unit, -1)
-            self._rerate_all()
+            self.jobs.rerate_all()
         elif effect == "throttle":
             nodes = self.nodes_of(mode.component, unit)
-            for r in np.unique(e.plan.node_rack[nodes]).tolist():
+            for r in np.unique(self.plan.node_rack[nodes]).tolist():
                 self.throttled_racks[r] -= 1
             self.cooling_lost[unit] -= 1
-            self._rerate_all()
+            self.jobs.rerate_all()
         elif effect == "slow_storage":
-            e.storage_factor /= self._storage_factors.pop(rid, STORAGE_SLOW_FACTOR)
+            self.costs.restore_storage(self._storage_factors.pop(rid, STORAGE_SLOW_FACTOR))
 
     def slow_storage(self, mode: FailureMode, factor: float, duration_s: float) -> None:
         """Multiply the storage tiers' bandwidth by ``factor`` for ``duration_s``."""
         self.failures[mode.cause] += 1
         self.component_of[mode.cause] = mode.component
-        self.e.storage_factor *= factor
+        self.costs.scale_storage(factor)
         self._push_repair(mode, 0, duration_s)
         self._storage_factors[self._repair_id] = factor
 
-    def _refill_spares(self, nodes: np.ndarray) -> None:
-        s = self.e.state
-        have = np.bincount(s.node_model[s.node_spare & s.node_up], minlength=s.n_models)
-        for n in nodes.tolist():
-            m = s.node_model[n]
-            if have[m] < self.spare_target[m] and s.node_free[n] == s.node_gpus[n]:
-                s.set_node_flags([n], spare=True)
-                have[m] += 1
-
     # ----------------------------------------------------------------- slowdowns
     def _pod_of_switch_unit(self, component: str, unit: int) -> int:
-        f = self.e.plan.fabric
+        f = self.plan.fabric
         if component == "spine":
             sw = np.flatnonzero(f.switch_tier > 0)[unit]
         else:
@@ -260,21 +271,22 @@ class FailureEngine:
         return int(f.switch_pod[sw])
 
     def _lost_share(self, component: str, pod: int) -> float:
-        f = self.e.plan.fabric
+        f = self.plan.fabric
         in_pod = (f.switch_pod == pod) if pod >= 0 else np.ones(f.switch_tier.size, bool)
         if component == "spine":
             return 1.0 / max(1, int(np.count_nonzero(in_pod & (f.switch_tier > 0))))
         return 1.0 / max(1, int(np.count_nonzero(in_pod[f.link_a])))
 
-    def slow_split(self, run) -> tuple[tuple[str, float], ...]:
+    # the speed model when the physics is off
+    def split(self, run) -> tuple[tuple[str, float], ...]:
         """Wall-time share a placed gang loses to failures' slowdowns, by ledger category.
 
         Used when the fabric/power physics is off; with it on, failed switches and links and
         lost cooling act through routing and the power model instead.
         """
-        s = self.e.state
+        s = self.state
         nodes = run.placement.nodes
-        racks = self.e.plan.node_rack[nodes]
+        racks = self.plan.node_rack[nodes]
         if any(self.throttled_racks.get(int(r), 0) > 0 for r in np.unique(racks)):
             return (("throttled", 1.0 - THROTTLE_FACTOR),)
         leaves = s.domain["leaf"][nodes]
@@ -285,19 +297,19 @@ class FailureEngine:
                 return (("exposed_communication", min(0.9, SLOW_PER_LOST_SPINE * min(1.0, lost))),)
         return ()
 
+    def refresh(self) -> None:
+        """Nothing to re-evaluate: :meth:`split` reads the failures' state as it is."""
+
     def _mark_fabric(self, component: str, unit: int, sign: int) -> None:
         if component == "spine":
-            sw = int(np.flatnonzero(self.e.plan.fabric.switch_tier > 0)[unit])
+            sw = int(np.flatnonzero(self.plan.fabric.switch_tier > 0)[unit])
             self.failed_switches[sw] += sign
         else:
             self.failed_links[unit] += sign
 
-    def _rerate_all(self) -> list[int]:
-        """Re-rate every running gang whose speed changed; return those hit."""
-        e = self.e
-        e.physics_refresh()
-        return [run.idx for run in list(e.running.values())
-                if run.state == "running" and e.rerate(run)]
+    def mark_switch(self, switch: int, sign: int) -> None:
+        """An operator marked a spine or core switch failed (+1) or back (-1)."""
+        self.failed_switches[switch] = max(0, self.failed_switches[switch] + sign)
 
     def report(self) -> dict:
         by_component: Counter = Counter()
@@ -309,5 +321,5 @@ class FailureEngine:
             "by_cause": dict(sorted(self.failures.items())),
             "repairs": {"done": self.repairs_done, "pending": self.repairs_pending},
             "lemon_nodes": list(self.lemons),
-            "memory_fallbacks_to_disk": self.memory_fallbacks,
+            "memory_fallbacks_to_disk": self.recovery.memory_fallbacks,
         }

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import CloudPoolSpec
-from scheduler.model.job_run import CLOUD, DONE, QUEUED
+from scheduler.model.job_run import CLOUD, DONE, QUEUED, JobRun
+from scheduler.scheduling.lifecycle import JobLifecycle
+from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import TrainingJob
 
 
@@ -62,46 +64,57 @@ class CloudPools:
                 "jobs": sum(self.jobs), "pools": pools}
 
 
-# ----------------------------------------------------------------- engine events
-def burst_check(engine, run) -> None:
-    """A burstable job's patience ran out: send it to the first cloud pool with room."""
-    from scheduler.engine import CLOUD_DONE
-    if run.state != QUEUED or run.first_start is not None:
-        return
-    pools = engine.cloud
-    pool = pools.admit(run.spec, engine.now)
-    if pool is None:
-        return
-    engine.queue.pop(run.idx, None)
-    run.state = CLOUD
-    run.cloud_pool = pool
-    run.wait_s += engine.now - run.queued_since
-    run.first_start = engine.now
-    run.expected_end = engine.now + pools.duration_s(pool, run.spec, run.remaining_flops)
-    engine._push(run.expected_end, CLOUD_DONE, run.idx)
-    engine.log("burst", f"{run.spec.name} ({run.gpus} GPUs) bursts to {pools.name(pool)}",
-               job=run.spec.name)
-    engine.changed()
+class CloudBurst:
+    """Sends burstable jobs that waited too long to a cloud pool (``BURST_CHECK`` and
+    ``CLOUD_DONE`` events) and brings them back when a region is lost."""
 
+    def __init__(self, ctx: Context, *, pools: CloudPools, jobs: JobLifecycle):
+        self.ctx = ctx
+        self.pools = pools
+        self.jobs = jobs
+        ctx.on(Kind.BURST_CHECK, self.burst_check)
+        ctx.on(Kind.CLOUD_DONE, self.cloud_done)
+        jobs.watch_arrivals(self)
 
-def cloud_done(engine, run) -> None:
-    if run.state != CLOUD:
-        return
-    engine.cloud.release(run.cloud_pool, run.spec, run.first_start, engine.now)
-    run.remaining_flops = 0.0
-    run.state = DONE
-    run.end_s = engine.now
+    def on_arrive(self, run: JobRun) -> None:
+        if run.spec.burstable and self.pools.accepts(run.spec):
+            self.ctx.schedule(self.ctx.now + run.spec.burst_after_s, Kind.BURST_CHECK, run)
 
+    def burst_check(self, run: JobRun) -> None:
+        """A burstable job's patience ran out: send it to the first cloud pool with room."""
+        if run.state != QUEUED or run.first_start is not None:
+            return
+        now, pools = self.ctx.now, self.pools
+        pool = pools.admit(run.spec, now)
+        if pool is None:
+            return
+        self.jobs.leave_queue(run)
+        run.state = CLOUD
+        run.cloud_pool = pool
+        run.wait_s += now - run.queued_since
+        run.first_start = now
+        run.expected_end = now + pools.duration_s(pool, run.spec, run.remaining_flops)
+        run.event = self.ctx.schedule(run.expected_end, Kind.CLOUD_DONE, run)
+        self.ctx.log("burst", f"{run.spec.name} ({run.gpus} GPUs) bursts to {pools.name(pool)}",
+                     job=run.spec.name)
 
-def region_loss(engine, pool: int) -> list[int]:
-    """A cloud region goes away: its jobs come back to the on-premises queue."""
-    engine.cloud.up[pool] = False
-    hit = []
-    for run in engine.runs:
-        if run.state == CLOUD and run.cloud_pool == pool:
-            engine.cloud.release(pool, run.spec, run.first_start, engine.now)
-            run.cloud_pool = -1
-            run.first_start = None
-            engine.requeue(run)
-            hit.append(run.idx)
-    return hit
+    def cloud_done(self, run: JobRun) -> None:
+        run.event = None
+        self.pools.release(run.cloud_pool, run.spec, run.first_start, self.ctx.now)
+        run.remaining_flops = 0.0
+        run.state = DONE
+        run.end_s = self.ctx.now
+
+    def region_loss(self, pool: int) -> list[int]:
+        """A cloud region goes away: its jobs come back to the on-premises queue."""
+        self.pools.up[pool] = False
+        hit = []
+        for run in self.jobs.runs:
+            if run.state == CLOUD and run.cloud_pool == pool:
+                run.cancel_event()
+                self.pools.release(pool, run.spec, run.first_start, self.ctx.now)
+                run.cloud_pool = -1
+                run.first_start = None
+                self.jobs.requeue(run)
+                hit.append(run.idx)
+        return hit

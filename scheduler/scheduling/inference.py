@@ -3,8 +3,9 @@
 Every ``demand_step_s`` each service's demand (replicas, from its diurnal curve with bursts,
 times any surge factor) sets a target.  Replicas are placed on free GPUs first; when none fit,
 the lowest-priority training gang below the service's priority checkpoints and lends its GPUs
-(``Engine.lend``); the replicas placed on them are *borrowed*.  When demand falls, borrowed
-replicas go first and the lent gang, still at the head of its queue, takes its GPUs back.
+(:meth:`JobLifecycle.lend`); the replicas placed on them are *borrowed*.  When demand falls,
+borrowed replicas go first and the lent gang, still at the head of its queue, takes its GPUs
+back.
 
 SLO attainment is capacity-based: the share of demanded replica-time that had a replica to
 serve it (requests beyond capacity queue and miss the latency target).
@@ -17,8 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.model.state import Placement
+from scheduler.hardware.cluster import ClusterPlan
+from scheduler.model.state import ClusterState, Placement
+from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.scheduling.placement import Request
+from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import InferenceService
 
 REPLICA_BASE = 1 << 40
@@ -51,26 +55,53 @@ class ServiceRun:
 
 
 class InferenceFleet:
-    def __init__(self, engine, services: tuple[InferenceService, ...], step_s: float):
-        self.e = engine
+    """The inference services (``DEMAND`` events), their replicas and their books.
+
+    Parameters
+    ----------
+    ctx : Context
+    plan, state
+        The cluster; replicas are allocated on ``state``.
+    jobs : JobLifecycle
+        Lends GPUs of training gangs; its tenant book counts the replicas.
+    place : callable
+        ``place(request) -> Placement | None``: the scheduler's placement decision.
+    services : tuple of InferenceService
+    step_s : float
+        Seconds between demand re-evaluations.
+    """
+
+    def __init__(self, ctx: Context, *, plan: ClusterPlan, state: ClusterState,
+                 jobs: JobLifecycle, place, services: tuple[InferenceService, ...],
+                 step_s: float):
+        if isinstance(step_s, bool) or not step_s > 0:
+            raise ValueError(f"demand_step_s must be a positive number, not {step_s!r}")
+        self.ctx = ctx
+        self.state = state
+        self.jobs = jobs
+        self.tenants = jobs.tenants
+        self.place = place
         self.step_s = float(step_s)
         self.services = []
         for s in services:
-            models = tuple(i for i, m in enumerate(engine.plan.models)
-                           if s.requirement.accepts(m))
+            models = tuple(i for i, m in enumerate(plan.models) if s.requirement.accepts(m))
             self.services.append(ServiceRun(s, models))
+        self.serving_by_model = np.zeros(state.n_models, dtype=np.int64)
         self._owner = REPLICA_BASE
         self._last_t = 0.0
         self._lent_to: dict[int, int] = {}
         self.lent_jobs = 0
+        ctx.on(Kind.DEMAND, self.on_demand)
+        ctx.on_advance(self.integrate)
+        jobs.watch_lending(self)
 
     def start(self) -> None:
-        from scheduler.engine import DEMAND
         for i in range(len(self.services)):
-            self.e._push(0.0, DEMAND, i)
+            self.ctx.schedule(self.ctx.now, Kind.DEMAND, i)
 
     # ----------------------------------------------------------------- books
-    def integrate(self, t: float) -> None:
+    def integrate(self, _t_from: float, t: float) -> None:
+        """Serve demand up to ``t`` with the replicas there are (an advance hook)."""
         dt = t - self._last_t
         if dt <= 0:
             return
@@ -83,18 +114,33 @@ class InferenceFleet:
 
     # ----------------------------------------------------------------- demand
     def on_demand(self, i: int) -> None:
-        from scheduler.engine import DEMAND
-        e, s = self.e, self.services[i]
-        if e.now >= s.surge_until:
+        s, now = self.services[i], self.ctx.now
+        if now >= s.surge_until:
             s.surge, s.surge_until = 1.0, math.inf
-        s.load = s.spec.demand.load_at(e.now) * s.surge
+        s.load = s.spec.demand.load_at(now) * s.surge
         target = min(s.spec.max_replicas, max(s.spec.min_replicas, math.ceil(s.load - 1e-9)))
         if target > len(s.replicas):
             self._grow(s, target, borrowed=False)
         elif target < len(s.replicas):
             self._shrink(s, target)
         s.pending = min(s.pending, max(0, target - len(s.replicas)))
-        e._push(e.now + self.step_s, DEMAND, i)
+        self.ctx.schedule(now + self.step_s, Kind.DEMAND, i)
+
+    def surge(self, factor: float, until: float, service: str | None = None) -> list[str]:
+        """Multiply demand by ``factor`` until ``until`` (s) on one service or all; their names.
+
+        Raises ``ValueError`` for a service name that does not exist (nothing changes).
+        """
+        targets = self.services
+        if service is not None:
+            targets = [s for s in self.services if s.spec.name == service]
+            if not targets:
+                raise ValueError(f"no inference service named {service!r}")
+        for s in targets:
+            s.surge, s.surge_until = factor, until
+        self.ctx.log("surge", f"inference demand x{factor:g} for "
+                              f"{(until - self.ctx.now) / 3600:.1f} h on {len(targets)} service(s)")
+        return [s.spec.name for s in targets]
 
     def _request(self, s: ServiceRun) -> Request:
         j = s.spec
@@ -103,9 +149,8 @@ class InferenceFleet:
                        nic_gbps_per_gpu=j.nic_gbps_per_gpu)
 
     def _grow(self, s: ServiceRun, target: int, *, borrowed: bool) -> None:
-        e = self.e
         while len(s.replicas) + (0 if borrowed else s.pending) < target:
-            placement = e.place(self._request(s)) if s.models else None
+            placement = self.place(self._request(s)) if s.models else None
             if placement is None:
                 if borrowed or not self._borrow(s, target):
                     return
@@ -113,43 +158,40 @@ class InferenceFleet:
             self._add(s, placement, borrowed)
 
     def _add(self, s: ServiceRun, placement: Placement, borrowed: bool) -> None:
-        e, j = self.e, s.spec
+        j = s.spec
         self._owner += 1
-        gids = e.state.allocate(self._owner, placement, cpu_per_gpu=j.cpu_per_gpu,
+        gids = self.state.allocate(self._owner, placement, cpu_per_gpu=j.cpu_per_gpu,
                                 ram_gb_per_gpu=j.ram_gb_per_gpu,
                                 nic_gbps_per_gpu=j.nic_gbps_per_gpu)
         s.replicas.append(Replica(self._owner, placement, gids, borrowed))
-        e.infer_by_model[placement.model] += placement.gpus
-        e.tenants.add_raw(j.tenant, placement.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu,
-                          j.nic_gbps_per_gpu, +1)
-        e.changed()
+        self.serving_by_model[placement.model] += placement.gpus
+        self.tenants.add_raw(j.tenant, placement.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu,
+                             j.nic_gbps_per_gpu, +1)
 
     def _shrink(self, s: ServiceRun, target: int) -> None:
-        e, j = self.e, s.spec
+        j = s.spec
         # borrowed replicas go back first, newest first
         order = sorted(range(len(s.replicas)), key=lambda k: (not s.replicas[k].borrowed, -k))
         drop = set(order[:len(s.replicas) - target])
         for k in drop:
             r = s.replicas[k]
-            e.state.release(r.owner, r.gids, r.placement, cpu_per_gpu=j.cpu_per_gpu,
+            self.state.release(r.owner, r.gids, r.placement, cpu_per_gpu=j.cpu_per_gpu,
                             ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
-            e.infer_by_model[r.placement.model] -= r.placement.gpus
-            e.tenants.add_raw(j.tenant, r.placement.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu,
-                              j.nic_gbps_per_gpu, -1)
+            self.serving_by_model[r.placement.model] -= r.placement.gpus
+            self.tenants.add_raw(j.tenant, r.placement.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu,
+                                 j.nic_gbps_per_gpu, -1)
         s.replicas = [r for k, r in enumerate(s.replicas) if k not in drop]
-        e.changed()
 
     def _borrow(self, s: ServiceRun, target: int) -> bool:
         """Ask the lowest-priority training gang that could host replicas to lend its GPUs."""
-        e = self.e
         gpr = s.spec.gpus_per_replica
-        cands = [r for r in e.running.values()
+        cands = [r for r in self.jobs.running.values()
                  if r.state == "running" and r.model in s.models
                  and r.spec.priority < s.spec.priority and r.gpus >= gpr]
         if not cands:
             return False
         victim = min(cands, key=lambda r: (r.spec.priority, r.gpus, -r.seg_start, r.idx))
-        e.lend(victim)
+        self.jobs.lend(victim)
         self._lent_to[victim.idx] = self.services.index(s)
         s.pending += min(victim.gpus // gpr, target - len(s.replicas) - s.pending)
         self.lent_jobs += 1
@@ -188,7 +230,7 @@ class InferenceFleet:
             "slo_attainment": round(served / demanded, 6) if demanded else None,
             "borrowed_gpu_hours": round(sum(s.borrowed_gpu_s for s in self.services) / 3600, 3),
             "lent_training_jobs": self.lent_jobs,
-            "training_gpu_hours_lost_to_lending": round(self.e.lend_loss_gpu_s / 3600.0, 3),
+            "training_gpu_hours_lost_to_lending": round(self.jobs.lend_loss_gpu_s / 3600.0, 3),
             "serving_gpus_now": int(sum(p["gpus"] for p in per)),
             "per_service": per,
         }

@@ -1,68 +1,106 @@
-"""One scheduling pass: order the queue, place gangs, reserve for the head, backfill, preempt.
+"""The scheduler component: one pass per changed instant orders the queue, places gangs,
+reserves for the head, backfills and preempts.
 
 The policy (``scheduler.scheduling.policies``) decides the order and which mechanisms are on;
-this module is the mechanics shared by all policies.  A pass skips a gang whose shape already
-failed in the same pass (same accepted models and affinity, no smaller), so a long queue costs
-a few placement attempts per distinct shape, not one per job.
+this module is the mechanics shared by all policies.  A pass runs after an instant in which the
+cluster state (:attr:`ClusterState.version`) or the queue (:attr:`JobLifecycle.queue_version`)
+changed, or when someone :meth:`Scheduler.wake`\\ s it (a new policy, a drill).  A pass skips a
+gang whose shape already failed in the same pass (same accepted models and affinity, no
+smaller), so a long queue costs a few placement attempts per distinct shape, not one per job.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from scheduler.model.job_run import DRAINING, QUEUED, RUNNING, JobRun, segment_length
 from scheduler.model.state import ClusterState
+from scheduler.scheduling.lifecycle import JobLifecycle
+from scheduler.scheduling.placement import Placer, Request
+from scheduler.scheduling.policies import get_policy
 from scheduler.scheduling.preemption import choose_victims
-from scheduler.workload.jobs import Workload
+from scheduler.sim import Context
+
+MAX_PASSES = 3
+"""Passes per instant: a pass that preempts frees GPUs, so another one restarts the rest."""
 
 
-class TenantBook:
-    """Per-tenant usage, quotas and weights (the queue context policies read).
+class Scheduler:
+    """Runs scheduling passes over the lifecycle's queue with one policy.
 
-    Quotas are GPUs.  When the workload gives no tenant a quota, the schedulable GPUs are split
-    by weight, so every tenant has a guaranteed share and may borrow beyond it.
+    Parameters
+    ----------
+    ctx : Context
+    state : ClusterState
+    jobs : JobLifecycle
+        The queue and the running gangs; starts and preemptions go through it.
+    policy : str
+        A registered policy name.
+    placement : str, optional
+        Override the policy's placement strategy.
     """
 
-    def __init__(self, state: ClusterState, workload: Workload):
-        sched = ~state.node_spare
-        self.capacity = np.array([
-            state.node_gpus[sched].sum(), state.node_cpu[sched].sum(),
-            state.node_ram[sched].sum(), state.node_nic[sched].sum()], dtype=float)
-        names = workload.tenant_names()
-        given = {t.name: t for t in workload.tenants}
-        self.weight = {n: (given[n].weight if n in given else 1.0) for n in names}
-        if any(t.quota_gpus for t in workload.tenants):
-            self.quota = {n: (given[n].quota_gpus if n in given else 0) for n in names}
-        else:
-            total = sum(self.weight.values()) or 1.0
-            self.quota = {n: int(self.capacity[0] * w / total) for n, w in self.weight.items()}
-        self.usage = {n: np.zeros(4) for n in names}
+    def __init__(self, ctx: Context, *, state: ClusterState, jobs: JobLifecycle,
+                 policy: str = "default", placement: str | None = None):
+        self.ctx = ctx
+        self.state = state
+        self.jobs = jobs
+        self.rng = ctx.rng("placement")
+        self.set_policy(policy, placement)
+        self.counters = {"placement_decisions": 0, "backfilled": 0, "passes": 0,
+                         "scheduler_wall_s": 0.0}
+        self.frag_models = np.zeros(state.n_models, dtype=bool)
+        self._seen: tuple[int, int] | None = None
+        self._woken = False
+        ctx.after_instant(self.maybe_run)
 
-    def _ensure(self, tenant: str) -> None:
-        if tenant not in self.usage:
-            self.usage[tenant] = np.zeros(4)
-            self.weight[tenant] = 1.0
-            self.quota[tenant] = 0
+    def set_policy(self, name: str, placement: str | None = None) -> None:
+        """Switch policy (and placement strategy); the next instant schedules with it."""
+        self.policy = get_policy(name, placement=placement)
+        self.placer = Placer(self.state, self.policy.placement, self.rng)
+        self._woken = True
 
-    def add_raw(self, tenant: str, gpus: int, cpu: float, ram: float, nic: float,
-                sign: int) -> None:
-        self._ensure(tenant)
-        self.usage[tenant] += sign * np.array([gpus, gpus * cpu, gpus * ram, gpus * nic])
+    def wake(self) -> None:
+        """Run a pass after this instant even if neither the state nor the queue changed."""
+        self._woken = True
 
-    def add(self, run: JobRun, sign: int) -> None:
+    def settle(self) -> None:
+        """Take the state and queue as seen (nothing to schedule for what is there now)."""
+        self._seen = (self.state.version, self.jobs.queue_version)
+        self._woken = False
+
+    # ----------------------------------------------------------------- placement
+    def request(self, run: JobRun) -> Request:
         j = run.spec
-        self.add_raw(j.tenant, j.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu, j.nic_gbps_per_gpu, sign)
+        return Request(gpus=j.gpus, models=run.models, affinity=run.affinity,
+                       cpu_per_gpu=j.cpu_per_gpu, ram_gb_per_gpu=j.ram_gb_per_gpu,
+                       nic_gbps_per_gpu=j.nic_gbps_per_gpu)
 
-    def dominant_share(self, tenant: str) -> float:
-        self._ensure(tenant)
-        return float((self.usage[tenant] / self.capacity).max() / self.weight[tenant])
+    def place(self, req: Request):
+        """One placement decision (counted); ``None`` if the gang does not fit now."""
+        self.counters["placement_decisions"] += 1
+        return self.placer.place(req)
 
-    def within_quota(self, run: JobRun) -> bool:
-        self._ensure(run.spec.tenant)
-        return self.usage[run.spec.tenant][0] + run.gpus <= self.quota[run.spec.tenant]
+    # ----------------------------------------------------------------- passes
+    def maybe_run(self) -> None:
+        """The instant hook: schedule if anything changed since the last pass."""
+        if self._woken or self._seen != (self.state.version, self.jobs.queue_version):
+            self.run()
+
+    def run(self) -> None:
+        started = time.perf_counter()
+        for _ in range(MAX_PASSES):
+            if not SchedulingPass(self).run():
+                self.settle()
+                break
+        else:
+            self._woken = True  # the last pass preempted too: try again after the next instant
+        self.counters["passes"] += 1
+        self.counters["scheduler_wall_s"] += time.perf_counter() - started
 
 
 @dataclass
@@ -75,17 +113,21 @@ class Reservation:
 
 
 class SchedulingPass:
-    def __init__(self, engine):
-        self.e = engine
+    """One pass over the queue; :meth:`run` returns whether it preempted anyone."""
 
-    def run(self) -> None:
-        e = self.e
-        policy = e.policy
-        order = sorted(e.queue.values(), key=lambda r: policy.order(r, e.tenants))
-        free = e.free_counts()[0].copy()
+    def __init__(self, scheduler: Scheduler):
+        self.s = scheduler
+        self.jobs = scheduler.jobs
+
+    def run(self) -> bool:
+        sch, jobs = self.s, self.jobs
+        policy = sch.policy
+        order = sorted(jobs.queue.values(), key=lambda r: policy.order(r, jobs.tenants))
+        free = sch.state.free_counts()[0].copy()
         failed: dict = {}
-        frag = np.zeros(e.state.n_models, dtype=bool)
+        frag = np.zeros(sch.state.n_models, dtype=bool)
         reservation: Reservation | None = None
+        preempted = False
         for run in order:
             if run.state != QUEUED:
                 continue
@@ -103,41 +145,42 @@ class SchedulingPass:
                     continue
             placement = None
             if fits_in_total:
-                placement = e.place(e.request(run))
+                placement = sch.place(sch.request(run))
                 if placement is None:
                     frag[models] = True
             if placement is None and policy.preemption and reservation is None:
-                placement = self._preempt_for(run)
-                free = e.free_counts()[0].copy()
+                placement, evicted = self._preempt_for(run)
+                preempted |= evicted
+                free = sch.state.free_counts()[0].copy()
             if placement is None:
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
                 if reservation is None:
                     reservation = self._reserve(run, free) if policy.backfill else Reservation(
                         frozenset(), math.inf, 0)
                 continue
-            e.start(run, placement)
+            jobs.start(run, placement)
             free[placement.model] -= run.gpus
             if backfill_mode is not None:
-                e.counters["backfilled"] += 1
+                sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":
                     reservation.extra -= run.gpus
-        e.frag_models = frag
+        sch.frag_models = frag
+        return preempted
 
     def _estimate_s(self, run: JobRun) -> float:
         """Wall time ``run`` would take from now on its preferred model (no failures)."""
-        e = self.e
+        jobs = self.jobs
         m = run.models[0]
-        rate = run.gpus * e.peak[m] * run.spec.efficiency
-        restart = 0.0 if run.first_start is None else e.restart_estimate(run)
+        rate = run.gpus * jobs.peak[m] * run.spec.efficiency
+        restart = 0.0 if run.first_start is None else jobs.restart_estimate(run)
         return segment_length(run.remaining_flops / rate, restart, run.interval_s,
-                              e.estimate_write_s(run, m))
+                              jobs.estimate_write_s(run, m))
 
     def _reserve(self, head: JobRun, free: np.ndarray) -> Reservation:
-        e = self.e
         models = frozenset(head.models)
         avail = int(free[list(head.models)].sum())
         ends = sorted((r.expected_end if r.state == RUNNING else r.seg_start + r.write_s, r.gpus)
-                      for r in e.running.values()
+                      for r in self.jobs.running.values()
                       if r.model in models and r.state in (RUNNING, DRAINING))
         shadow, extra = math.inf, 0
         for end, g in ends:
@@ -152,18 +195,19 @@ class SchedulingPass:
     def _backfill_mode(self, run: JobRun, res: Reservation) -> str | None:
         if not res.models.intersection(run.models):
             return "other"
-        if self.e.now + self._estimate_s(run) <= res.shadow:
+        if self.s.ctx.now + self._estimate_s(run) <= res.shadow:
             return "short"
         if run.gpus <= res.extra:
             return "extra"
         return None
 
     def _preempt_for(self, run: JobRun):
-        e = self.e
-        victims = choose_victims(e, run)
+        """Evict the cheapest victim set that lets ``run`` start; (placement, evicted)."""
+        sch = self.s
+        victims = choose_victims(sch, run)
         if not victims:
-            return None
+            return None, False
         for v in victims:
-            e.preempt(v, reason=f"makes room for {run.spec.name} (priority "
-                                f"{run.spec.priority}, tenant {run.spec.tenant})")
-        return e.place(e.request(run))
+            self.jobs.preempt(v, reason=f"makes room for {run.spec.name} (priority "
+                                        f"{run.spec.priority}, tenant {run.spec.tenant})")
+        return sch.place(sch.request(run)), True

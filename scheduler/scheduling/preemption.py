@@ -42,18 +42,23 @@ def _fill(need: int, free: int, ordered: list[tuple[JobRun, int]]) -> list[JobRu
     return [v for v, _ in chosen]
 
 
-def candidate_sets(engine, run: JobRun) -> list[list[JobRun]]:
-    """Victim sets that would free enough GPUs, cheapest first (not yet trial-placed)."""
-    within = engine.tenants.within_quota(run)
-    cands = [r for r in engine.running.values()
+def candidate_sets(scheduler, run: JobRun) -> list[list[JobRun]]:
+    """Victim sets that would free enough GPUs, cheapest first (not yet trial-placed).
+
+    ``scheduler`` is the :class:`~scheduler.scheduling.passes.Scheduler` (its ``jobs``,
+    ``state``, ``placer`` and ``ctx``).
+    """
+    jobs, now = scheduler.jobs, scheduler.ctx.now
+    within = jobs.tenants.within_quota(run)
+    cands = [r for r in jobs.running.values()
              if r.state == RUNNING and r.model in run.models
-             and engine.now - r.seg_start >= MIN_AGE_S
+             and now - r.seg_start >= MIN_AGE_S
              and (r.spec.priority < run.spec.priority
                   or (r.borrowed and within and r.spec.tenant != run.spec.tenant))]
     if not cands:
         return []
     cands.sort(key=lambda r: (r.spec.priority, not r.borrowed, -r.seg_start, r.idx))
-    s = engine.state
+    s = scheduler.state
     free_nodes = s.node_free * s.schedulable()
     sets = []
     for m in run.models:
@@ -81,15 +86,15 @@ def candidate_sets(engine, run: JobRun) -> list[list[JobRun]]:
     return sets
 
 
-def trial_place(engine, run: JobRun, victims: list[JobRun]):
+def trial_place(scheduler, run: JobRun, victims: list[JobRun]):
     """Where ``run`` would go if ``victims`` were gone; the state is left as it was."""
-    s = engine.state
+    s = scheduler.state
     for v in victims:
         j = v.spec
         s.release(v.idx, v.gids, v.placement, cpu_per_gpu=j.cpu_per_gpu,
                   ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
     try:
-        return engine.placer.place(engine.request(run))
+        return scheduler.placer.place(scheduler.request(run))
     finally:
         for v in victims:
             j = v.spec
@@ -98,9 +103,9 @@ def trial_place(engine, run: JobRun, victims: list[JobRun]):
                                 nic_gbps_per_gpu=j.nic_gbps_per_gpu)
 
 
-def choose_victims(engine, run: JobRun) -> list[JobRun]:
+def choose_victims(scheduler, run: JobRun) -> list[JobRun]:
     """The cheapest victim set after whose eviction ``run`` can be placed; else []."""
-    for victims in candidate_sets(engine, run)[:MAX_TRIALS]:
-        if trial_place(engine, run, victims) is not None:
+    for victims in candidate_sets(scheduler, run)[:MAX_TRIALS]:
+        if trial_place(scheduler, run, victims) is not None:
             return victims
     return []

@@ -139,8 +139,9 @@ def test_the_snapshot_is_json_serialisable_and_its_ledger_sums_to_gpus_times_t()
     assert snap["t"] == 0.3 * DAY
     assert set(snap["ledger_gpu_hours"]) == set(CATEGORIES)
     hours = sum(snap["ledger_gpu_hours"].values())
-    assert hours == pytest.approx(snap["gpus"] * 0.3 * 24, abs=1e-4)
-    assert snap["allocated"] + snap["idle"] + snap["spare"] + snap["down"] == snap["gpus"]
+    util = snap["util"]
+    assert hours == pytest.approx(util["gpus"] * 0.3 * 24, abs=1e-4)
+    assert util["allocated"] + util["idle"] + util["spare"] + util["down"] == util["gpus"]
     assert snap["inference"]["serving_gpus"] > 0
 
 

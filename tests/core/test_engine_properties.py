@@ -138,7 +138,7 @@ def check_invariants(e: Engine) -> None:
         tenant_gpus[spec.tenant] += r.placement.gpus
     for run in e.running.values():
         tenant_gpus[run.spec.tenant] += run.gpus
-    np.testing.assert_array_equal(e.infer_by_model, serving)
+    np.testing.assert_array_equal(e.fleet.serving_by_model, serving)
     assert {t: round(u[0]) for t, u in e.tenants.usage.items()} == tenant_gpus
 
     led = e.horizon_ledger()

@@ -5,7 +5,7 @@ import pickle
 
 from scheduler.live import live_frame
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
-from scheduler.simulate import run_scenario
+from scheduler.simulate import Scenario, run_scenario
 
 
 def _strip(report):
@@ -16,7 +16,7 @@ def _strip(report):
 
 
 def test_a_live_frame_is_json_and_small():
-    engine, _ = run_scenario(preset="dev-small", days=0.2, seed=1)
+    engine, _ = run_scenario(Scenario(preset="dev-small", days=0.2, seed=1))
     frame = live_frame(engine)
     text = json.dumps(frame)
     assert len(text) < 100_000
@@ -27,7 +27,7 @@ def test_a_live_frame_is_json_and_small():
 
 
 def test_an_engine_restored_from_its_pickle_continues_exactly_as_the_original():
-    engine, _ = run_scenario(preset="dev-small", days=0.2, seed=3)
+    engine, _ = run_scenario(Scenario(preset="dev-small", days=0.2, seed=3))
     copy = pickle.loads(pickle.dumps(engine))
     engine.run_until(engine.now + 6 * 3600)
     copy.run_until(copy.now + 6 * 3600)

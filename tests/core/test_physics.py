@@ -5,7 +5,7 @@ import pytest
 
 from scheduler.engine import Engine
 from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
-from scheduler.simulate import run_scenario
+from scheduler.simulate import Scenario, run_scenario
 from scheduler.workload.jobs import Parallelism, TrainingJob, Workload
 
 H100_PEAK = 989e12
@@ -43,8 +43,8 @@ def test_the_same_workload_on_other_fabrics_gives_other_mfu():
     for name, kw in {"non-blocking fat-tree": {"fabric": "fat-tree"},
                      "fat-tree 1:4": {"fabric": "fat-tree", "oversubscription": 4.0},
                      "dragonfly+": {"fabric": "dragonfly+"}}.items():
-        _, report = run_scenario(preset="hyperscale-100k", gpus=8192, days=0.5, seed=3,
-                                 failures=False, **kw)
+        _, report = run_scenario(Scenario(preset="hyperscale-100k", gpus=8192, days=0.5,
+                                          seed=3, failures=False, **kw))
         mfu[name] = report["mfu"]["achieved"]
         assert report["network"]["link_utilisation"]
     assert mfu["non-blocking fat-tree"] > mfu["fat-tree 1:4"]
@@ -84,7 +84,7 @@ def test_power_cap_without_the_power_model_is_refused():
 
 
 def test_physics_reports_network_storage_and_power():
-    _, report = run_scenario(preset="dev-small", days=0.25, seed=2)
+    _, report = run_scenario(Scenario(preset="dev-small", days=0.25, seed=2))
     assert report["power"]["it_mw"]["peak"] >= report["power"]["it_mw"]["mean"] > 0
     assert report["power"]["facility_mw"]["mean"] == pytest.approx(
         report["power"]["it_mw"]["mean"] * 1.2, abs=1e-3)  # rounded to 4 places

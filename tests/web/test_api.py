@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from scheduler.live import live_frame
-from scheduler.simulate import run_scenario
+from scheduler.simulate import Scenario, run_scenario
 from twin import models as m
 from twin.services import live_state_write
 
@@ -18,7 +18,7 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]+="[^"]*",?)*\})? 
 @pytest.fixture(scope="module")
 def frame():
     """A real live frame of the dev-small preset, with two events."""
-    engine, _ = run_scenario(preset="dev-small", days=0.05, seed=1)
+    engine, _ = run_scenario(Scenario(preset="dev-small", days=0.05, seed=1))
     engine.log("failure", "drill_node on host 3: 1 job(s), 8 GPUs hit", cause="drill_node")
     engine.log("drill", "drill node on 3: 1 job(s), 8 GPUs hit", drill="node")
     return json.loads(json.dumps(live_frame(engine)))

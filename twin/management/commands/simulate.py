@@ -17,7 +17,7 @@ from tqdm import tqdm
 from scheduler.presets import PRESETS
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
-from scheduler.simulate import MAX_DAYS, ScenarioError, check_scenario, run_scenario
+from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
 from scheduler.workload.traces import TraceError
 
 
@@ -220,18 +220,19 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args, **opts):
-        kw = self._options(opts)
-        bar = tqdm(total=round(kw["days"], 3), unit="day", desc=f"simulating {kw['preset']}",
+        scenario = self._options(opts)
+        bar = tqdm(total=round(scenario.days, 3), unit="day",
+                   desc=f"simulating {scenario.preset}",
                    file=sys.stderr, disable=None, bar_format="{l_bar}{bar}| {n:.2f}/{total} "
                    "days [{elapsed}<{remaining}]")
 
         def progress(now_s: float) -> None:
-            bar.n = round(min(now_s / 86400.0, kw["days"]), 3)
+            bar.n = round(min(now_s / 86400.0, scenario.days), 3)
             bar.refresh()
 
         try:
             with bar:
-                _, report = run_scenario(**kw, progress=progress)
+                _, report = run_scenario(scenario, progress=progress)
         except (ScenarioError, TraceError) as exc:
             raise _refuse(str(exc)) from None
         out = self.stderr if self._json_to_stdout else self.stdout
@@ -243,7 +244,7 @@ class Command(BaseCommand):
             else:
                 Path(opts["json"]).write_text(text)
 
-    def _options(self, opts) -> dict:
+    def _options(self, opts) -> Scenario:
         if not opts["preset"]:
             raise _refuse(f"--preset is required; choose one of: {', '.join(PRESETS)}")
         kw = {"preset": opts["preset"], "days": _days(opts["days"]),
@@ -256,11 +257,11 @@ class Command(BaseCommand):
               "fabric": opts["fabric"], "physics": _on_off("--physics", opts["physics"]),
               "oversubscription": _ratio(opts["oversubscription"])}
         try:
-            check_scenario(**kw)
+            scenario = Scenario(**kw)
         except ScenarioError as exc:
             raise _refuse(str(exc)) from None
         if opts["json"] and opts["json"] != "-":
             parent = Path(opts["json"]).resolve().parent
             if not parent.is_dir():
                 raise _refuse(f"--json: folder {str(parent)!r} does not exist")
-        return kw
+        return scenario

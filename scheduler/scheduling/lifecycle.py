@@ -1,0 +1,376 @@
+"""The job-lifecycle service: every training job's arrive, start, close, finish, preempt, lend
+and requeue, and the booking of its run segments into the ledger.
+
+This is the only code that moves a run between the queue, the running set and the end states
+and the only code that books a training segment; the scheduler, the failure engine, recovery,
+the physics, inference and cloud burst ask it through these methods.  Each move that leaves a
+state with a pending event cancels that event's handle.
+
+How fast a placed gang runs is the *speed model*'s answer (:meth:`JobLifecycle.use_speed_model`):
+the fabric/storage/power physics when it is on, the failure engine's slowdowns when it is off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.model.job_run import (
+    CLOUD,
+    DETECTING,
+    DONE,
+    DRAINING,
+    PENDING,
+    QUEUED,
+    REJECTED,
+    RUNNING,
+    JobRun,
+    segment_length,
+)
+from scheduler.model.ledger import Ledger
+from scheduler.model.state import ClusterState, Placement
+from scheduler.reliability.checkpoint import CheckpointCosts, daly_interval, disk_persisted_s
+from scheduler.reliability.failures import job_failure_rate
+from scheduler.scheduling.admission import Admission
+from scheduler.scheduling.tenants import TenantBook
+from scheduler.sim import Context, Kind
+from scheduler.workload.jobs import TrainingJob
+
+
+class JobLifecycle:
+    """Owns the runs of all training jobs.
+
+    Parameters
+    ----------
+    ctx : Context
+        The kernel's narrow view.
+    state : ClusterState
+        Allocations are made and returned here.
+    ledger : Ledger
+        Where closed segments are booked.
+    tenants : TenantBook
+        Usage per tenant, updated on start and release.
+    costs : CheckpointCosts
+        Checkpoint write and restart times.
+    admission : Admission
+        Admits submitted jobs.
+    peak_flops : numpy.ndarray
+        Peak BF16 FLOP/s per accelerator model.
+    checkpoint_interval : None, "auto" or float
+        Each job's own interval, Young/Daly from the job's failure rate ("auto"), or seconds.
+    """
+
+    def __init__(self, ctx: Context, *, state: ClusterState, ledger: Ledger,
+                 tenants: TenantBook, costs: CheckpointCosts, admission: Admission,
+                 peak_flops: np.ndarray, checkpoint_interval=None):
+        if checkpoint_interval not in (None, "auto") and (
+                isinstance(checkpoint_interval, bool)
+                or not isinstance(checkpoint_interval, int | float) or checkpoint_interval <= 0):
+            raise ValueError("checkpoint_interval must be None, 'auto' or positive seconds")
+        self.ctx = ctx
+        self.state = state
+        self.ledger = ledger
+        self.tenants = tenants
+        self.costs = costs
+        self.admission = admission
+        self.peak = peak_flops
+        self.checkpoint_interval = checkpoint_interval
+        self.runs: list[JobRun] = []
+        self.queue: dict[int, JobRun] = {}
+        self.running: dict[int, JobRun] = {}
+        self.queue_version = 0
+        self.counters = {"placements": 0, "preemptions": 0}
+        self.lend_loss_gpu_s = 0.0
+        self.speed_model = None
+        self._arrival_watchers: list = []
+        self._lend_watchers: list = []
+        ctx.on(Kind.ARRIVE, self._arrive)
+        ctx.on(Kind.FINISH, self._finish)
+        ctx.on(Kind.DRAIN_DONE, self._drain_done)
+
+    # ----------------------------------------------------------------- wiring
+    def use_speed_model(self, model) -> None:
+        """``model.split(run)``: a placed gang's lost shares; ``model.refresh()``: re-evaluate."""
+        self.speed_model = model
+
+    def watch_arrivals(self, watcher) -> None:
+        """``watcher.on_arrive(run)`` is called when a job joins the queue for the first time."""
+        self._arrival_watchers.append(watcher)
+
+    def watch_lending(self, watcher) -> None:
+        """``watcher.on_lend_ready(run)`` when a lent gang's GPUs are free, and
+        ``watcher.forget_lend(run)`` when it failed before handing them over."""
+        self._lend_watchers.append(watcher)
+
+    # ----------------------------------------------------------------- arrival
+    def submit(self, job: TrainingJob) -> JobRun:
+        """Admit ``job`` and have it arrive at its submit time (not before now)."""
+        run = self.admission.admit(len(self.runs), job)
+        self.runs.append(run)
+        run.event = self.ctx.schedule(max(job.submit_s, self.ctx.now), Kind.ARRIVE, run)
+        return run
+
+    def enqueue_now(self, job: TrainingJob) -> JobRun:
+        """Admit ``job`` and queue it at once (a job waiting in a mirrored cluster)."""
+        run = self.admission.admit(len(self.runs), job)
+        if run.state == REJECTED:
+            raise ValueError(f"job {job.name!r}: no accelerator of this cluster can hold "
+                             f"{job.gpus} GPUs of {job.requirement.describe()}")
+        self.runs.append(run)
+        self._arrive(run)
+        return run
+
+    def adopt(self, job: TrainingJob, placement: Placement, *,
+              done_fraction: float = 0.0) -> JobRun:
+        """Admit ``job`` as already running on ``placement`` with ``done_fraction`` of its
+        work behind it (a job running in a mirrored cluster).  The caller checked that the
+        placement's GPUs are free."""
+        run = self.admission.admit(len(self.runs), job)
+        run.models = tuple(dict.fromkeys(run.models + (placement.model,)))
+        run.remaining_flops *= 1.0 - done_fraction
+        run.state = QUEUED
+        run.queued_since = self.ctx.now
+        self.runs.append(run)
+        self.start(run, placement)
+        return run
+
+    def _arrive(self, run: JobRun) -> None:
+        run.event = None
+        if run.state == REJECTED:
+            self.ctx.log("reject", f"{run.spec.name}: no accelerator of this cluster can hold "
+                                   f"{run.gpus} GPUs of {run.spec.requirement.describe()}")
+            return
+        self._enqueue(run)
+        for w in self._arrival_watchers:
+            w.on_arrive(run)
+
+    def _enqueue(self, run: JobRun) -> None:
+        run.state = QUEUED
+        run.queued_since = self.ctx.now
+        self.queue[run.idx] = run
+        self.queue_version += 1
+
+    def requeue(self, run: JobRun) -> None:
+        """Back to the queue (after a preemption, an eviction or a lost cloud region)."""
+        self._enqueue(run)
+
+    def leave_queue(self, run: JobRun) -> None:
+        """Take a queued run out of the queue (it runs elsewhere, e.g. in a cloud pool)."""
+        self.queue.pop(run.idx, None)
+        self.queue_version += 1
+
+    # ----------------------------------------------------------------- starting
+    def start(self, run: JobRun, placement: Placement) -> None:
+        """Allocate ``placement`` to ``run`` and open a run segment."""
+        j, now = run.spec, self.ctx.now
+        run.gids = self.state.allocate(run.idx, placement, cpu_per_gpu=j.cpu_per_gpu,
+                                       ram_gb_per_gpu=j.ram_gb_per_gpu,
+                                       nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+        run.placement = placement
+        run.model = placement.model
+        run.rate = j.gpus * self.peak[run.model] * j.efficiency
+        nodes = placement.nodes.size
+        run.write_s = self.costs.write_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes)
+        restart = self.costs.restart_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes,
+                                       from_disk=run.restore_from_disk)
+        run.restore_from_disk = False
+        if self.checkpoint_interval == "auto":
+            mttf_s = 3600.0 / job_failure_rate(nodes, j.gpus)
+            run.interval_s = daly_interval(run.write_s, mttf_s)
+        elif self.checkpoint_interval is not None:
+            run.interval_s = float(self.checkpoint_interval)
+        run.slow_split = self.speed_model.split(run)
+        run.slow = 1.0 - sum(f for _, f in run.slow_split)
+        if run.first_start is None:
+            run.first_start = now
+            run.restart_s = 0.0
+        else:
+            run.restart_s = restart
+            if run.lendings:
+                self.lend_loss_gpu_s += run.restart_s * j.gpus
+        run.wait_s += now - run.queued_since
+        run.borrowed = not self.tenants.within_quota(run)
+        run.state = RUNNING
+        self._open_segment(run, run.restart_s)
+        if self.queue.pop(run.idx, None) is not None:
+            self.queue_version += 1
+        self.running[run.idx] = run
+        self.tenants.add(run, +1)
+        self.counters["placements"] += 1
+
+    def _open_segment(self, run: JobRun, restart_s: float) -> None:
+        now = self.ctx.now
+        run.seg_start = now
+        run.expected_end = now + segment_length(run.need_s(), restart_s, run.interval_s,
+                                                run.write_s)
+        run.event = self.ctx.schedule(run.expected_end, Kind.FINISH, run)
+
+    # ----------------------------------------------------------------- books
+    def book_segment(self, ledger: Ledger, run: JobRun, t: float, how: str,
+                     lost_category: str = "preempted", disk_fallback: bool = False) -> float:
+        """Book ``run``'s open segment up to ``t`` into ``ledger``; return compute kept (s).
+
+        ``how``: ``finish``/``lend``/``end`` keep all compute, ``kill`` keeps what the last
+        checkpoint covers and books the rest to ``lost_category``.
+        """
+        g, m = run.gpus, run.model
+        if run.state == DRAINING:
+            ledger.book("checkpoint_stall", m, g * (t - run.seg_start))
+            return 0.0
+        if run.state == DETECTING:
+            ledger.book("recovery", m, g * (t - run.seg_start))
+            return 0.0
+        b = run.books_at(t)
+        kept = b.saved_s if how == "kill" else b.computed_s
+        if disk_fallback:
+            # only what reached disk survives; persists run every DISK_PERSIST_S of compute
+            kept = min(kept, disk_persisted_s(b.computed_s))
+        kept = min(kept, run.need_s())
+        lost = b.computed_s - kept
+        ledger.book("productive", m, g * kept * run.slow,
+                    achieved_flops=kept * run.rate * run.slow)
+        for category, fraction in run.slow_split:
+            ledger.book(category, m, g * kept * fraction)
+        ledger.book(lost_category, m, g * lost)
+        if lost_category == "lost_work":
+            run.lost_gpu_s += g * lost
+        ledger.book("recovery", m, g * b.recovery_s)
+        if run.write_s > 0:
+            ledger.checkpoint_gb += b.stall_s // run.write_s * run.spec.checkpoint_gb
+        ledger.book("checkpoint_stall", m, g * b.stall_s)
+        return kept
+
+    def close(self, run: JobRun, how: str, lost_category: str = "preempted",
+              disk_fallback: bool = False) -> None:
+        """Book the open segment now and keep its progress (see :meth:`book_segment`)."""
+        kept = self.book_segment(self.ledger, run, self.ctx.now, how, lost_category,
+                                 disk_fallback)
+        run.remaining_flops = max(0.0, run.remaining_flops - kept * run.rate * run.slow)
+        run.kept_s += kept
+        run.cancel_event()
+
+    def release(self, run: JobRun) -> None:
+        """Return the gang's GPUs and host resources."""
+        j = run.spec
+        self.state.release(run.idx, run.gids, run.placement, cpu_per_gpu=j.cpu_per_gpu,
+                           ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+        self.running.pop(run.idx, None)
+        self.tenants.add(run, -1)
+        run.gids = np.zeros(0, dtype=np.int64)
+
+    # ----------------------------------------------------------------- stopping
+    def _finish(self, run: JobRun) -> None:
+        run.event = None
+        self.close(run, "finish")
+        run.remaining_flops = 0.0
+        self.release(run)
+        run.state = DONE
+        run.end_s = self.ctx.now
+
+    def preempt(self, run: JobRun, *, reason: str, lost_category: str = "preempted") -> None:
+        """Stop a running gang at once; work since its last checkpoint is lost."""
+        self.close(run, "kill", lost_category)
+        self.release(run)
+        run.preemptions += 1
+        self.counters["preemptions"] += 1
+        self.ctx.log("preempt", f"{run.spec.name} ({run.gpus} GPUs) preempted: {reason}",
+                     job=run.spec.name)
+        self.requeue(run)
+
+    def lend(self, run: JobRun) -> float:
+        """Checkpoint ``run`` and hand its GPUs over when the write ends; return that time."""
+        self.close(run, "lend")
+        now = self.ctx.now
+        run.state = DRAINING
+        run.seg_start = now
+        run.lendings += 1
+        done = now + run.write_s
+        run.event = self.ctx.schedule(done, Kind.DRAIN_DONE, run)
+        self.ctx.log("lend", f"{run.spec.name} ({run.gpus} GPUs) checkpoints and lends its "
+                             "GPUs to inference", job=run.spec.name)
+        return done
+
+    def _drain_done(self, run: JobRun) -> None:
+        run.event = None
+        stall = self.ctx.now - run.seg_start
+        self.ledger.book("checkpoint_stall", run.model, run.gpus * stall)
+        self.lend_loss_gpu_s += run.gpus * stall
+        self.release(run)
+        self.requeue(run)
+        for w in self._lend_watchers:
+            w.on_lend_ready(run)
+
+    def abort_drain(self, run: JobRun) -> None:
+        """A lending gang failed before its GPUs were handed over: book the stall so far."""
+        self.ledger.book("checkpoint_stall", run.model, run.gpus * (self.ctx.now - run.seg_start))
+        for w in self._lend_watchers:
+            w.forget_lend(run)
+        run.cancel_event()
+
+    def hang(self, run: JobRun, *, detect_s: float) -> None:
+        """The gang stopped on a failure and holds its GPUs until it is detected (a DETECT
+        event ``detect_s`` from now)."""
+        run.state = DETECTING
+        run.seg_start = self.ctx.now
+        run.detect_s = detect_s
+        run.interruptions += 1
+        run.event = self.ctx.schedule(self.ctx.now + detect_s, Kind.DETECT, run)
+
+    def book_detection(self, run: JobRun) -> None:
+        """The hang is over: book it as recovery."""
+        run.event = None
+        self.ledger.book("recovery", run.model, run.gpus * (self.ctx.now - run.seg_start))
+
+    # ----------------------------------------------------------------- speed
+    def rerate(self, run: JobRun, tolerance: float = 1e-9) -> bool:
+        """Recompute a running gang's speed; start a new segment if it changed."""
+        split = self.speed_model.split(run)
+        slow = 1.0 - sum(f for _, f in split)
+        if abs(slow - run.slow) <= tolerance:
+            return False
+        self.close(run, "lend")
+        run.slow, run.slow_split = slow, split
+        run.restart_s = 0.0
+        self._open_segment(run, 0.0)
+        return True
+
+    def rerate_all(self) -> list[int]:
+        """Re-evaluate the speed model and re-rate every running gang; return those changed."""
+        self.speed_model.refresh()
+        return [run.idx for run in list(self.running.values())
+                if run.state == RUNNING and self.rerate(run)]
+
+    # ----------------------------------------------------------------- figures
+    def estimate_write_s(self, run: JobRun, model: int) -> float:
+        """Checkpoint write time ``run`` would have on ``model`` (before it ever started), s."""
+        j = run.spec
+        nodes = -(-j.gpus // self.state.models[model].per_node)
+        return self.costs.write_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes)
+
+    def restart_estimate(self, run: JobRun) -> float:
+        """Restart overhead a restart of ``run`` pays (relaunch plus restore), s."""
+        nodes = run.placement.nodes.size if run.placement is not None else 1
+        return self.costs.restart_s(checkpoint_gb=run.spec.checkpoint_gb, gpus=run.gpus,
+                                    nodes=nodes)
+
+    def training_runs(self):
+        return (r for r in self.runs if r.state not in (PENDING, REJECTED))
+
+    def horizon_ledger(self) -> Ledger:
+        """The ledger with every open segment booked up to now (nothing is changed)."""
+        led = self.ledger.copy()
+        for run in self.running.values():
+            self.book_segment(led, run, self.ctx.now, "end")
+        return led
+
+    def ettr(self, run: JobRun, led_t: float | None = None) -> float | None:
+        """Share of ``run``'s wall time since its first start that made kept progress."""
+        if run.first_start is None or run.state == CLOUD or run.cloud_pool >= 0:
+            return None
+        t = run.end_s if run.end_s is not None else (led_t or self.ctx.now)
+        wall = t - run.first_start
+        if wall <= 0:
+            return None
+        kept = run.kept_s
+        if run.state == RUNNING:
+            kept += min(run.books_at(t).computed_s, run.need_s())
+        return min(1.0, kept / wall)
