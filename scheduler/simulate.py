@@ -1,8 +1,9 @@
 """One batch run: a preset's cluster and workload (or a replayed trace), run for some days.
 
 This is what ``manage.py simulate`` and ``bench/simulate.py`` call; it needs no Django.  The
-workload's random stream is derived from the seed apart from the engine's own streams, so a
-different policy or placement strategy meets the very same jobs.
+workload draws from the seed's ``workload`` stream (:mod:`scheduler.sim.streams`), a child of
+the same root as the engine's streams but apart from them, so a different policy or placement
+strategy meets the very same jobs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scheduler.reliability.checkpoint import RECOVERY_MODES
 from scheduler.report import build_report
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
+from scheduler.sim import Streams
 from scheduler.workload.jobs import Workload
 from scheduler.workload.scenarios import (
     REFABRIC_KINDS,
@@ -33,13 +35,6 @@ from scheduler.workload.traces import read_trace
 
 MAX_DAYS = 366.0
 """Longest run accepted, days of simulated time (a year, leap day included)."""
-
-WORKLOAD_STREAM = 0x776F726B
-"""Second entropy word of the workload's ``SeedSequence``.
-
-The engine seeds its streams with ``SeedSequence(seed).spawn(n)``; a spawned child of the same
-seed would be one of those streams, so the workload draws from ``SeedSequence((seed, this))``,
-a sequence no engine child can equal (the word must not be 0: zero words are padding)."""
 
 
 class ScenarioError(ValueError):
@@ -174,7 +169,7 @@ class Scenario:
         scenario: dict = {"preset": self.preset, "days": self.days,
                           "gpus_requested": self.gpus, "trace": None, "trace_source": None}
         if self.trace is None:
-            rng = np.random.default_rng(np.random.SeedSequence((seed, WORKLOAD_STREAM)))
+            rng = Streams(seed).rng("workload")
             workload = scenario_workload(self.preset, plan, days=self.days, rng=rng,
                                          scale=scale)
         else:

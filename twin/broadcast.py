@@ -38,9 +38,6 @@ FRAME_EVENT = "twin.frame"
 COMMAND_EVENT = "engine.command"
 """Message type of a command to the engine."""
 
-SNAPSHOT_DONE_EVENT = "engine.snapshot_done"
-"""The driver's reply to a ``snapshot_request`` command, sent to its ``reply_channel``."""
-
 _SEPARATORS = (",", ":")
 
 
@@ -161,5 +158,3 @@ async def command_send_async(command: str, *, layer=None, **params) -> None:
     await layer.group_send(ENGINE_GROUP, command_message(command, **params))
 
 
-def snapshot_done_message(*, snapshot_id: int | None, t_sim: float) -> dict:
-    return {"type": SNAPSHOT_DONE_EVENT, "snapshot_id": snapshot_id, "t_sim": t_sim}

@@ -293,11 +293,6 @@ class EngineDriver:
                 logger.warning("live engine: %s refused: %s", cmd.name, exc)
         elif cmd.name == "drill":
             await self._drill(cmd)
-        elif cmd.name == "snapshot_request":
-            snapshot_id = await self._snapshot_safely()
-            if cmd.reply_channel:
-                await self.layer.send(cmd.reply_channel, broadcast.snapshot_done_message(
-                    snapshot_id=snapshot_id, t_sim=float(self.engine.now)))
 
     async def _drill(self, cmd: Command) -> None:
         if not await database_sync_to_async(services.drill_claim)(drill_id=cmd.drill_id):

@@ -27,7 +27,6 @@ class Command:
     name: str
     params: dict = field(default_factory=dict)
     drill_id: int | None = None
-    reply_channel: str | None = None
 
 
 def _int(name: str, value) -> int:
@@ -72,11 +71,6 @@ def command_parse(message: dict) -> Command:
         if "kind" in extra or "target" in extra:
             raise CommandError("drill params cannot override kind or target")
         return Command("drill", {"kind": kind, "target": target, **extra}, drill_id=drill_id)
-    if name == "snapshot_request":
-        reply = params.get("reply_channel")
-        if reply is not None and not isinstance(reply, str):
-            raise CommandError("reply_channel must be a channel name")
-        return Command("snapshot_request", reply_channel=reply)
     raise CommandError(f"unknown engine command {name!r}")
 
 

@@ -1,0 +1,1 @@
+"""What the engine knows now: columnar cluster state, job runs, and the GPU-second ledger."""

@@ -1,0 +1,1 @@
+"""Failures are normal: failure modes and processes, recovery, hot spares, checkpoints."""

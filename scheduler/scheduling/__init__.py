@@ -1,0 +1,1 @@
+"""The scheduler: job lifecycle, passes, placement, preemption, policies, inference, cloud."""

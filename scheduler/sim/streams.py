@@ -21,9 +21,9 @@ KEYS: dict[str, tuple[int, ...]] = {
 }
 """Spawn keys of the named streams (a name not listed here gets a CRC-32 of itself).
 
-``placement`` and ``drills`` are ``SeedSequence(seed).spawn(3)[0]`` and ``[2]`` and ``failures``
-``k`` is ``SeedSequence(seed, spawn_key=(7,)).spawn(n)[k]``: the keys the engine used before the
-streams had names, so seeded results stayed the same through that change."""
+``placement``, ``drills`` and ``failures`` (``k`` for the k-th failure mode) keep the spawn keys
+the engine used before the streams had names, so the engine's draws did not move with that
+change; ``workload`` (the preset workload's arrivals and sizes) used to have a root of its own."""
 
 
 def spawn_key(name: str, *sub: int) -> tuple[int, ...]:
