@@ -1,9 +1,14 @@
-"""Fabric builders: counts against closed forms, graph checks on small instances, errors."""
+"""Fabric builders: counts against closed forms, graph checks on small instances, errors.
+
+The fat-tree and Dragonfly+ closed forms come from the papers that define the topologies;
+the rail builder was written to reproduce the DGX SuperPOD RA's tables, so the tests of those
+tables are ``test_regression_*``.  Published figures the builders were not written from:
+tests/core/test_validation.py.
+"""
 
 from __future__ import annotations
 
 import doctest
-import time
 
 import networkx as nx
 import numpy as np
@@ -203,7 +208,12 @@ def test_dragonfly_plus_for_and_its_limits():
 
 
 @pytest.mark.parametrize("n_su,spines", [(1, 4), (2, 8), (3, 16), (4, 16)])
-def test_rail_su_counts_follow_the_superpod_reference_architecture(n_su, spines):
+def test_regression_rail_su_counts_follow_the_superpod_reference_architecture(n_su, spines):
+    """Regression check, not validation.
+
+    Fitted: the rail builder's spine rule was written to reproduce the DGX SuperPOD H100 RA
+    (RA-11333-001) compute-fabric tables for 1-4 SU (8/16/24/32 leaves, 4/8/16/16 spines).
+    """
     f = rail_optimized(n_su)
     s = f.summary()
     assert f.n_endpoints == n_su * 32 * 8
@@ -213,7 +223,12 @@ def test_rail_su_counts_follow_the_superpod_reference_architecture(n_su, spines)
     assert (_switch_ports_used(f) <= 64).all()
 
 
-def test_rail_four_su_with_127_nodes_matches_ra_cabling():
+def test_regression_rail_four_su_with_127_nodes_matches_ra_cabling():
+    """Regression check, not validation.
+
+    Fitted: the RA's 4-SU build (127 DGX nodes, 1,016 GPU cables, 1,024 leaf-spine cables)
+    is the case the rail builder was written from (see ``rail.py``).
+    """
     f = rail_optimized(4, nodes=127)
     assert f.n_endpoints == 1016
     assert f.links_total() == 1016 + 1024
@@ -256,11 +271,10 @@ def test_island_shape_at_radix64_ratio7():
     assert (_switch_ports_used(f) <= 64).all()
 
 
-def test_hyperscale_island_fabric_holds_100k_gpus_and_builds_fast():
-    t0 = time.perf_counter()
+def test_hyperscale_island_fabric_holds_100k_gpus():
+    """Functional check at scale (build time is measured in bench/, not here)."""
     f = islands_for(100_000)
     s = f.summary()
-    assert time.perf_counter() - t0 < 2.0
     assert f.n_endpoints >= 100_000
     assert s.diameter == 6
     assert (_switch_ports_used(f) <= 64).all()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import itertools
-import time
 
 import networkx as nx
 import numpy as np
@@ -73,6 +72,52 @@ def _route_sum(router, flows_with_rate) -> np.ndarray:
     for s, d, rate in flows_with_rate:
         r = router.route(s, d)
         np.add.at(load, (r.link, r.direction), rate * r.fraction)
+    return load
+
+
+def _networkx_loads(f, flows_with_rate) -> dict:
+    """Load per directed switch pair from networkx alone: each flow spread evenly over all its
+    shortest physical paths (parallel links count as separate paths), by path counting.
+
+    Paths from s to d through the directed edge u -> v: sigma_s(u) x links(u, v) x
+    sigma_d(v), where sigma_x(y) counts shortest x-y paths and the edge lies on one iff
+    dist_s(u) + 1 + dist_d(v) = dist_s(d) (Brandes' betweenness construction).
+    """
+    g = f.graph()
+    sigma, dist = {}, {}
+
+    def counts(src):
+        if src not in sigma:
+            d = nx.single_source_shortest_path_length(g, src)
+            s_count = {src: 1}
+            for node in sorted(d, key=d.get)[1:]:
+                s_count[node] = sum(s_count[u] * g[u][node]["count"] for u in g[node]
+                                    if d.get(u) == d[node] - 1)
+            sigma[src], dist[src] = s_count, d
+        return sigma[src], dist[src]
+
+    load: dict = {}
+    for s, d, rate in flows_with_rate:
+        ss, ds = counts(("gpu", s))
+        sd, dd = counts(("gpu", d))
+        length, total = ds[("gpu", d)], ss[("gpu", d)]
+        for u, v in g.edges():
+            if u[0] != "sw" or v[0] != "sw":
+                continue
+            for a, b in ((u, v), (v, u)):
+                if ds[a] + 1 + dd[b] == length:
+                    paths = ss[a] * g[a][b]["count"] * sd[b]
+                    load[(a[1], b[1])] = load.get((a[1], b[1]), 0.0) + rate * paths / total
+    return load
+
+
+def _loads_by_switch_pair(f, link_load) -> dict:
+    """The router's per-link, per-direction loads summed over parallel links."""
+    load: dict = {}
+    for i, (a, b) in enumerate(zip(f.link_a.tolist(), f.link_b.tolist(), strict=True)):
+        for (u, v), value in (((a, b), link_load[i, 0]), ((b, a), link_load[i, 1])):
+            if value:
+                load[(u, v)] = load.get((u, v), 0.0) + float(value)
     return load
 
 
@@ -170,6 +215,33 @@ def test_ring_loads_equal_the_sum_of_each_flow_routed_alone(name):
     res = router.update(jobs, demand)
     flows = [(s, d, demand[j]) for j, s, d in _reference_ring(jobs, 2)]
     assert np.allclose(res.link_load_gbps, _route_sum(router, flows))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("pattern", ["ring", "all_to_all"])
+def test_link_loads_equal_networkx_shortest_path_counting(name, pattern):
+    """Cross-model: the router's ECMP loads against networkx, flow by flow, without using
+    Router.route.  Demand is far below capacity, so every job keeps share 1."""
+    f = SMALL[name]
+    gpn = 2
+    rng = np.random.default_rng(8)
+    jobs = _random_jobs(f.n_endpoints, 5, rng, max_size=12)
+    demand = rng.uniform(1.0, 3.0, len(jobs))
+    res = Router(f, gpus_per_node=gpn).update(jobs, demand, pattern=pattern)
+    assert np.all(res.job_share == 1.0)
+    if pattern == "ring":
+        flows = [(s, d, demand[j]) for j, s, d in _reference_ring(jobs, gpn)]
+    else:
+        flows = []
+        for j, gpus in enumerate(jobs):
+            for s in gpus:
+                peers = [d for d in gpus if d // gpn != s // gpn]
+                flows += [(int(s), int(d), demand[j] / len(peers)) for d in peers]
+    expected = _networkx_loads(f, flows)
+    got = _loads_by_switch_pair(f, res.link_load_gbps)
+    assert set(got) == {k for k, v in expected.items() if v > 1e-12}
+    for pair, value in expected.items():
+        assert got.get(pair, 0.0) == pytest.approx(value, rel=1e-9, abs=1e-9), pair
 
 
 @pytest.mark.parametrize("name,gpn", [("fat-tree-4", 4), ("fat-tree-8-3pods", 3),
@@ -435,7 +507,8 @@ def test_unsorted_job_ids_give_the_same_loads():
 # ---------------------------------------------------------------------------------- scale
 
 
-def test_hyperscale_update_with_1000_jobs_is_fast_and_consistent():
+def test_hyperscale_update_with_1000_jobs_is_consistent():
+    """Functional check at scale (the time it takes is measured by bench/routing.py)."""
     plan = get_preset("hyperscale-100k").plan()
     rng = np.random.default_rng(7)
     nodes = rng.permutation(np.flatnonzero(plan.node_gpus == 8))
@@ -444,10 +517,7 @@ def test_hyperscale_update_with_1000_jobs_is_fast_and_consistent():
             for n in np.split(nodes[:8000], cuts)]
     router = Router(plan.fabric)
     router.update([j.ravel() for j in jobs], 200.0)
-    t0 = time.perf_counter()
     res = router.update([j.ravel() for j in jobs], 400.0, pattern="all_to_all")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 2.0  # the bench holds the real target (< 200 ms); this guards blow-ups
     assert np.all(res.utilisation <= 1.0 + 1e-9)
     assert res.tier_utilisation["island-uplink"]["max"] == pytest.approx(1.0)
     assert set(res.tier_utilisation) == {"leaf-spine", "island-uplink"}
