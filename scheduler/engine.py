@@ -27,7 +27,7 @@ import numpy as np
 from scheduler.control.commands import apply_command
 from scheduler.control.inject import inject
 from scheduler.hardware.cluster import ClusterPlan
-from scheduler.model.ledger import Ledger
+from scheduler.model.ledger import CAPACITY, Ledger
 from scheduler.model.state import ClusterState
 from scheduler.physics.job_speed import Physics
 from scheduler.reliability.checkpoint import CheckpointCosts
@@ -96,10 +96,13 @@ class Engine:
         self.costs = costs = CheckpointCosts(
             recovery, write_gb_s=central[0].write_gb_s if central else 0.0,
             read_gb_s=central[0].read_gb_s if central else 0.0, cluster_gpus=state.n_gpus)
-        self.ledger = Ledger(np.array([m.bf16_tflops * 1e12 for m in plan.models]))
+        self._ledger = ledger = Ledger(np.array([m.bf16_tflops * 1e12 for m in plan.models]))
+        self._cap_key: tuple | None = None
+        self._cap_rates = np.zeros((len(CAPACITY), state.n_models))
+        self._cap_s = 0.0
         self.jobs = jobs = JobLifecycle(
-            ctx, state=state, ledger=self.ledger, tenants=TenantBook(state, workload),
-            costs=costs, admission=Admission(plan, state), peak_flops=self.ledger.peak,
+            ctx, state=state, ledger=ledger, tenants=TenantBook(state, workload),
+            costs=costs, admission=Admission(plan, state), peak_flops=ledger.peak,
             checkpoint_interval=checkpoint_interval)
         self.scheduler = sched = Scheduler(ctx, state=state, jobs=jobs, policy=policy,
                                                   placement=placement)
@@ -128,16 +131,31 @@ class Engine:
         self.scheduler.settle()
 
     def _book_capacity(self, t_from: float, t_to: float) -> None:
-        """Free, spare, down and serving GPUs between events (training books on close)."""
-        dt = t_to - t_from
-        free, spare, down = self.state.free_counts()
-        frag = np.where(self.scheduler.frag_models, free, 0)
-        led = self.ledger
-        led.book_counts("fragmented", frag, dt)
-        led.book_counts("idle", free - frag, dt)
-        led.book_counts("hot_spare", spare, dt)
-        led.book_counts("down_for_repair", down, dt)
-        led.book_counts("inference", self.fleet.serving_by_model, dt)
+        """Free, spare, down and serving GPUs between events (training books on close).
+
+        The counts change only with the cluster state or the scheduler's fragmentation
+        verdict; while they stay, the seconds are summed and booked once when they change.
+        """
+        key = (self.state.version, self.scheduler.frag_version)
+        if key != self._cap_key:
+            self._flush_capacity()
+            free, spare, down = self.state.free_counts()
+            frag = np.where(self.scheduler.frag_models, free, 0)
+            self._cap_rates = np.stack([frag, free - frag, spare, down,
+                                        self.fleet.serving_by_model]).astype(float)
+            self._cap_key = key
+        self._cap_s += t_to - t_from
+
+    def _flush_capacity(self) -> None:
+        if self._cap_s:
+            self._ledger.book_rates(self._cap_rates, self._cap_s)
+            self._cap_s = 0.0
+
+    @property
+    def ledger(self) -> Ledger:
+        """The books up to now (training segments still open are booked when they close)."""
+        self._flush_capacity()
+        return self._ledger
 
     # ----------------------------------------------------------------- stepping API
     @property
@@ -238,6 +256,7 @@ class Engine:
 
     def horizon_ledger(self) -> Ledger:
         """The ledger with every open segment booked up to now (the engine is not changed)."""
+        self._flush_capacity()
         return self.jobs.horizon_ledger()
 
     def ettr(self, run, led_t: float | None = None) -> float | None:

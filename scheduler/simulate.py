@@ -89,6 +89,9 @@ class Scenario:
     physics : bool
         Fabric routing, storage tiers and power limits set each gang's speed (off: compute at
         kernel efficiency only).
+    load : float
+        Multiplies the preset workload's job arrival rates (> 1 saturates the cluster; not
+        with ``trace``).
 
     Examples
     --------
@@ -112,6 +115,7 @@ class Scenario:
     fabric: str | None = None
     oversubscription: float | None = None
     physics: bool = True
+    load: float = 1.0
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -145,6 +149,10 @@ class Scenario:
         o = self.oversubscription
         if o is not None and (not _number(o) or not (math.isfinite(o) and o >= 1)):
             raise ScenarioError(f"oversubscription must be a number >= 1, not {o!r}")
+        if not _number(self.load) or not (math.isfinite(self.load) and self.load > 0):
+            raise ScenarioError(f"load must be a positive number, not {self.load!r}")
+        if self.trace is not None and self.load != 1.0:
+            raise ScenarioError("load scales a preset's workload; a trace is replayed as it is")
         if self.trace is not None and not Path(self.trace).is_file():
             raise ScenarioError(f"trace file {os.fspath(self.trace)!r} does not exist or is "
                                 "not a file")
@@ -167,11 +175,12 @@ class Scenario:
         except ValueError as exc:
             raise ScenarioError(str(exc)) from None
         scenario: dict = {"preset": self.preset, "days": self.days,
-                          "gpus_requested": self.gpus, "trace": None, "trace_source": None}
+                          "gpus_requested": self.gpus, "trace": None, "trace_source": None,
+                          "load": self.load}
         if self.trace is None:
             rng = Streams(seed).rng("workload")
             workload = scenario_workload(self.preset, plan, days=self.days, rng=rng,
-                                         scale=scale)
+                                         scale=scale, load=self.load)
         else:
             workload = _trace_workload(self.trace, reference_model=plan.models[0].name)
             scenario.update(trace=Path(self.trace).name, trace_source=workload.source,

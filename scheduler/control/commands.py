@@ -30,6 +30,12 @@ def _switch(engine, switch) -> int:
     return unit_id("switch", switch, engine.plan.fabric.n_switches())
 
 
+def _leaf_nodes(engine, leaf: int) -> np.ndarray:
+    """Nodes cabled to a leaf switch (a fabric may have more ports than GPUs)."""
+    s = engine.state
+    return np.unique(s.gpu_node[engine.plan.fabric.endpoint_leaf[:s.n_gpus] == leaf])
+
+
 def drain_node(engine, *, node) -> dict:
     """Stop placing on a node; gangs on it run to completion."""
     n = _node(engine, node)
@@ -75,7 +81,7 @@ def switch_down(engine, *, switch) -> dict:
     sw = _switch(engine, switch)
     f = engine.plan.fabric
     if f.switch_tier[sw] == 0:
-        nodes = np.unique(engine.state.gpu_node[f.endpoint_leaf == sw])
+        nodes = _leaf_nodes(engine, sw)
         jobs = [j for n in nodes.tolist() for j in node_down(engine, node=n)["jobs"]]
         return {"switch": sw, "nodes_down": nodes.size, "jobs": jobs}
     engine.reliability.mark_switch(sw, +1)
@@ -88,7 +94,7 @@ def switch_up(engine, *, switch) -> dict:
     sw = _switch(engine, switch)
     f = engine.plan.fabric
     if f.switch_tier[sw] == 0:
-        for n in np.unique(engine.state.gpu_node[f.endpoint_leaf == sw]).tolist():
+        for n in _leaf_nodes(engine, sw).tolist():
             node_up(engine, node=n)
         return {"switch": sw}
     engine.reliability.mark_switch(sw, -1)

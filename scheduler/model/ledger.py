@@ -31,6 +31,11 @@ CATEGORIES = (
 )
 INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 NOT_TRAINING = ("inference",)
+CAPACITY = ("fragmented", "idle", "hot_spare", "down_for_repair", "inference")
+"""Categories integrated over time from GPU counts (training time is booked per segment)."""
+
+
+_CAPACITY_ROWS = np.array([INDEX[c] for c in CAPACITY])
 
 
 class Ledger:
@@ -58,9 +63,10 @@ class Ledger:
         self.gpu_s[INDEX[category], model] += max(gpu_seconds, 0.0)
         self.achieved_flops += achieved_flops
 
-    def book_counts(self, category: str, counts: np.ndarray, seconds: float) -> None:
-        """Book ``counts[m]`` GPUs of each model for ``seconds``."""
-        self.gpu_s[INDEX[category]] += counts * seconds
+    def book_rates(self, rates: np.ndarray, seconds: float) -> None:
+        """Book ``rates[k, m]`` GPUs of model ``m`` in category :data:`CAPACITY` ``[k]`` for
+        ``seconds``."""
+        self.gpu_s[_CAPACITY_ROWS] += rates * seconds
 
     def copy(self) -> Ledger:
         out = Ledger(self.peak)

@@ -87,7 +87,11 @@ class ClusterState:
         self.model_gpus = np.bincount(self.node_model, weights=self.node_gpus,
                                       minlength=self.n_models).astype(np.int64)
         self.version = 0
-        self._counts: tuple[int, np.ndarray] | None = None
+        # free GPUs by node category (0 schedulable, 1 hot spare, 2 down or drained) and model,
+        # kept up to date by every change instead of recounted
+        self._cat = self._categories(slice(None))
+        self._counts = np.zeros((3, self.n_models), dtype=np.int64)
+        np.add.at(self._counts, (self._cat, self.node_model), self.node_free)
 
     # ----------------------------------------------------------------- capacity views
     @property
@@ -101,20 +105,24 @@ class ClusterState:
     def free_counts(self) -> np.ndarray:
         """Free GPUs per model on schedulable, spare and unavailable nodes (3 x models).
 
-        Cached until the state changes; treat the result as read-only.
+        Kept current by every change (no recount); treat the result as read-only.
         """
-        if self._counts is None or self._counts[0] != self.version:
-            up = self.node_up & ~self.node_drained
-            w = self.node_free
-            counts = np.stack([
-                np.bincount(self.node_model, weights=w * self._schedulable,
-                            minlength=self.n_models),
-                np.bincount(self.node_model, weights=w * (up & self.node_spare),
-                            minlength=self.n_models),
-                np.bincount(self.node_model, weights=w * ~up, minlength=self.n_models),
-            ]).astype(np.int64)
-            self._counts = (self.version, counts)
-        return self._counts[1]
+        return self._counts
+
+    def recount(self) -> np.ndarray:
+        """:meth:`free_counts` counted afresh from the node columns (for checks)."""
+        up = self.node_up & ~self.node_drained
+        w = self.node_free
+        return np.stack([
+            np.bincount(self.node_model, weights=w * self._schedulable, minlength=self.n_models),
+            np.bincount(self.node_model, weights=w * (up & self.node_spare),
+                        minlength=self.n_models),
+            np.bincount(self.node_model, weights=w * ~up, minlength=self.n_models),
+        ]).astype(np.int64)
+
+    def _categories(self, nodes) -> np.ndarray:
+        up = self.node_up[nodes] & ~self.node_drained[nodes]
+        return np.where(up, self.node_spare[nodes].astype(np.int64), 2)
 
     def hold_spares(self, fraction: float) -> None:
         """Make ``fraction`` of each model's nodes hot spares, spread evenly (every pod some)."""
@@ -136,15 +144,24 @@ class ClusterState:
 
     def set_node_flags(self, nodes, *, up: bool | None = None, drained: bool | None = None,
                        spare: bool | None = None) -> None:
-        """Change node status; the only way to, so the schedulable mask stays current."""
+        """Change node status; the only way to, so the schedulable mask and the free counts
+        stay current."""
         self.version += 1
+        idx = np.arange(self.node_up.size)[nodes]
         if up is not None:
-            self.node_up[nodes] = up
+            self.node_up[idx] = up
         if drained is not None:
-            self.node_drained[nodes] = drained
+            self.node_drained[idx] = drained
         if spare is not None:
-            self.node_spare[nodes] = spare
+            self.node_spare[idx] = spare
         self._schedulable = self.node_up & ~self.node_drained & ~self.node_spare
+        old, new = self._cat[idx], self._categories(idx)
+        moved = old != new
+        if moved.any():
+            m, free = self.node_model[idx[moved]], self.node_free[idx[moved]]
+            np.subtract.at(self._counts, (old[moved], m), free)
+            np.add.at(self._counts, (new[moved], m), free)
+            self._cat[idx[moved]] = new[moved]
 
     # ----------------------------------------------------------------- mutation
     def allocate(self, owner: int, placement: Placement, *, cpu_per_gpu: float,
@@ -154,6 +171,9 @@ class ClusterState:
         Raises ``ValueError`` (and changes nothing) if a node lacks any resource.
         """
         nodes, counts = placement.nodes, placement.counts
+        if nodes.size == 1:
+            return self._allocate_one(owner, placement, cpu_per_gpu, ram_gb_per_gpu,
+                                      nic_gbps_per_gpu)
         if np.any(self.node_free[nodes] < counts):
             raise ValueError(f"allocation {owner}: a node has too few free GPUs")
         for free, need in ((self.node_free_cpu, cpu_per_gpu), (self.node_free_ram, ram_gb_per_gpu),
@@ -180,6 +200,28 @@ class ClusterState:
         self.node_free_cpu[nodes] -= counts * cpu_per_gpu
         self.node_free_ram[nodes] -= counts * ram_gb_per_gpu
         self.node_free_nic[nodes] -= counts * nic_gbps_per_gpu
+        np.subtract.at(self._counts, (self._cat[nodes], self.node_model[nodes]), counts)
+        return gids
+
+    def _allocate_one(self, owner: int, placement: Placement, cpu: float, ram: float,
+                      nic: float) -> np.ndarray:
+        """:meth:`allocate` on one node, with scalars (most gangs of a trace fit one node)."""
+        n, c = int(placement.nodes[0]), int(placement.counts[0])
+        if self.node_free[n] < c:
+            raise ValueError(f"allocation {owner}: a node has too few free GPUs")
+        if (self.node_free_cpu[n] + 1e-9 < c * cpu or self.node_free_ram[n] + 1e-9 < c * ram
+                or self.node_free_nic[n] + 1e-9 < c * nic):
+            raise ValueError(f"allocation {owner}: a node lacks CPU, RAM or NIC bandwidth")
+        first = int(self.node_first_gpu[n])
+        gids = first + np.flatnonzero(self.gpu_owner[first:first + int(self.node_gpus[n])]
+                                      == FREE)[:c]
+        self.version += 1
+        self.gpu_owner[gids] = owner
+        self.node_free[n] -= c
+        self.node_free_cpu[n] -= c * cpu
+        self.node_free_ram[n] -= c * ram
+        self.node_free_nic[n] -= c * nic
+        self._counts[self._cat[n], self.node_model[n]] -= c
         return gids
 
     def release(self, owner: int, gids: np.ndarray, placement: Placement, *, cpu_per_gpu: float,
@@ -194,3 +236,4 @@ class ClusterState:
         self.node_free_cpu[nodes] += counts * cpu_per_gpu
         self.node_free_ram[nodes] += counts * ram_gb_per_gpu
         self.node_free_nic[nodes] += counts * nic_gbps_per_gpu
+        np.add.at(self._counts, (self._cat[nodes], self.node_model[nodes]), counts)

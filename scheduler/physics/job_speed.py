@@ -47,6 +47,11 @@ class _PowerSample(NamedTuple):
     rack_kw: np.ndarray
 
 
+def _epoch(run) -> tuple:
+    """Identifies one placement of a gang: it changes whenever the gang is placed again."""
+    return (run.first_start, run.interruptions, run.preemptions, run.lendings)
+
+
 class Physics:
     """The speed model when the physics is on (``TICK`` events).
 
@@ -98,6 +103,9 @@ class Physics:
         self.network_samples: list[dict] = []
         self.storage_samples: list[dict] = []
         self.last_load = None
+        self._route_key: tuple | None = None
+        self.route_reuses = 0
+        self._spans: dict[tuple, bool] = {}
         self.last_power = None
         self.last_storage = None
 
@@ -128,8 +136,7 @@ class Physics:
 
     def split(self, run) -> tuple[tuple[str, float], ...]:
         """Share of ``run``'s wall time per lost category (throttled, communication, data)."""
-        spans = np.unique(self.state.domain["leaf"][run.placement.nodes]).size > 1
-        share = self.share.get(run.idx, self.typical_share if spans else 1.0)
+        share = self.share.get(run.idx, self.typical_share if self._spans_leaves(run) else 1.0)
         bd = self._step(run, share)
         c, x = (1.0, 0.0) if bd is None else (bd.compute_s, bd.total_s - bd.compute_s)
         theta = self.throttle.get(run.idx, 1.0)
@@ -155,24 +162,43 @@ class Physics:
         if len(self._steps) > 50_000:
             self._steps.clear()
 
+    def _spans_leaves(self, run) -> bool:
+        key = (run.idx, _epoch(run))
+        spans = self._spans.get(key)
+        if spans is None:
+            if len(self._spans) > 50_000:
+                self._spans.clear()
+            spans = self._spans[key] = bool(
+                np.unique(self.state.domain["leaf"][run.placement.nodes]).size > 1)
+        return spans
+
     def _route(self, runs, rel) -> None:
         plan = self.plan
-        wide = [r for r in runs
-                if np.unique(self.state.domain["leaf"][r.placement.nodes]).size > 1]
+        wide = [r for r in runs if self._spans_leaves(r)]
         f = plan.fabric
-        failed_links = np.zeros(f.link_a.size, dtype=bool)
-        failed_links[[k for k, n in rel.failed_links.items() if n > 0]] = True
-        failed_sw = np.zeros(f.n_switches(), dtype=bool)
-        failed_sw[[k for k, n in rel.failed_switches.items() if n > 0]] = True
+        down_links = sorted(k for k, n in rel.failed_links.items() if n > 0)
+        down_sw = sorted(k for k, n in rel.failed_switches.items() if n > 0)
         self.share = {}
         if not wide:
             return
-        # gangs drive their NICs at line rate during collectives, up to the fabric's ports
-        demand = np.minimum([plan.node_shape[r.model].nic_gbps for r in wide], f.port_gbps)
-        load = self.router.update([r.gids for r in wide], demand, failed_links=failed_links,
-                                  failed_switches=failed_sw,
-                                  ring_stride=[self._dp_stride(r) for r in wide])
-        self.last_load = load
+        # the same gangs on the same GPUs over the same live links load the fabric as they did
+        # at the last refresh: routing is the costliest part, so it is reused then
+        key = (tuple((r.idx, _epoch(r)) for r in wide), tuple(down_links), tuple(down_sw))
+        if key == self._route_key and self.last_load is not None:
+            load = self.last_load
+            self.route_reuses += 1
+        else:
+            failed_links = np.zeros(f.link_a.size, dtype=bool)
+            failed_links[down_links] = True
+            failed_sw = np.zeros(f.n_switches(), dtype=bool)
+            failed_sw[down_sw] = True
+            # gangs drive their NICs at line rate during collectives, up to the fabric's ports
+            demand = np.minimum([plan.node_shape[r.model].nic_gbps for r in wide], f.port_gbps)
+            load = self.router.update([r.gids for r in wide], demand, failed_links=failed_links,
+                                      failed_switches=failed_sw,
+                                      ring_stride=[self._dp_stride(r) for r in wide])
+            self.last_load = load
+            self._route_key = key
         shares = np.clip(np.asarray(load.job_share, dtype=float), 0.01, 1.0)
         self.share = {r.idx: float(x) for r, x in zip(wide, shares, strict=True)}
         self.typical_share = float(np.average(shares, weights=[r.gpus for r in wide]))
@@ -212,7 +238,9 @@ class Physics:
         owner = self.state.gpu_owner
         util = np.zeros(owner.size)
         for r in runs:
-            util[r.gids] = r.slow
+            # what the gang asks of its GPUs: the compute share before any throttling (the
+            # cap's slowdown must not read as lower demand, or the next tick lifts the cap)
+            util[r.gids] = r.slow + dict(r.slow_split).get("throttled", 0.0)
         util[owner >= REPLICA_BASE] = INFERENCE_UTILISATION
         cut = {row for row, n in rel.cooling_lost.items() if n > 0}
         for row in cut ^ self._cooling_cut:

@@ -12,7 +12,11 @@ the fabric/storage/power physics when it is on, the failure engine's slowdowns w
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
+
 import numpy as np
+from sortedcontainers import SortedList
 
 from scheduler.model.job_run import (
     CLOUD,
@@ -31,6 +35,7 @@ from scheduler.model.state import ClusterState, Placement
 from scheduler.reliability.checkpoint import CheckpointCosts, daly_interval, disk_persisted_s
 from scheduler.reliability.failures import job_failure_rate
 from scheduler.scheduling.admission import Admission
+from scheduler.scheduling.queue_index import QueueIndex
 from scheduler.scheduling.tenants import TenantBook
 from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import TrainingJob
@@ -78,6 +83,9 @@ class JobLifecycle:
         self.queue: dict[int, JobRun] = {}
         self.running: dict[int, JobRun] = {}
         self.queue_version = 0
+        self.index = QueueIndex()
+        # (when its GPUs free up, GPUs, run) of every running or draining gang, per model
+        self._ends = [SortedList() for _ in range(state.n_models)]
         self.counters = {"placements": 0, "preemptions": 0}
         self.lend_loss_gpu_s = 0.0
         self.speed_model = None
@@ -126,6 +134,7 @@ class JobLifecycle:
         placement's GPUs are free."""
         run = self.admission.admit(len(self.runs), job)
         run.models = tuple(dict.fromkeys(run.models + (placement.model,)))
+        run.sig = (run.models, run.affinity)
         run.remaining_flops *= 1.0 - done_fraction
         run.state = QUEUED
         run.queued_since = self.ctx.now
@@ -147,7 +156,13 @@ class JobLifecycle:
         run.state = QUEUED
         run.queued_since = self.ctx.now
         self.queue[run.idx] = run
+        self.index.add(run)
         self.queue_version += 1
+
+    def _dequeue(self, run: JobRun) -> None:
+        if self.queue.pop(run.idx, None) is not None:
+            self.index.remove(run)
+            self.queue_version += 1
 
     def requeue(self, run: JobRun) -> None:
         """Back to the queue (after a preemption, an eviction or a lost cloud region)."""
@@ -155,8 +170,7 @@ class JobLifecycle:
 
     def leave_queue(self, run: JobRun) -> None:
         """Take a queued run out of the queue (it runs elsewhere, e.g. in a cloud pool)."""
-        self.queue.pop(run.idx, None)
-        self.queue_version += 1
+        self._dequeue(run)
 
     # ----------------------------------------------------------------- starting
     def start(self, run: JobRun, placement: Placement) -> None:
@@ -191,8 +205,7 @@ class JobLifecycle:
         run.borrowed = not self.tenants.within_quota(run)
         run.state = RUNNING
         self._open_segment(run, run.restart_s)
-        if self.queue.pop(run.idx, None) is not None:
-            self.queue_version += 1
+        self._dequeue(run)
         self.running[run.idx] = run
         self.tenants.add(run, +1)
         self.counters["placements"] += 1
@@ -203,6 +216,21 @@ class JobLifecycle:
         run.expected_end = now + segment_length(run.need_s(), restart_s, run.interval_s,
                                                 run.write_s)
         run.event = self.ctx.schedule(run.expected_end, Kind.FINISH, run)
+        self._set_end(run, run.expected_end)
+
+    def _set_end(self, run: JobRun, t: float | None) -> None:
+        """Index when ``run``'s GPUs free up (``None``: they are not expected to)."""
+        if run.end_key is not None:
+            self._ends[run.model].remove(run.end_key)
+            run.end_key = None
+        if t is not None:
+            run.end_key = (t, run.gpus, run.idx)
+            self._ends[run.model].add(run.end_key)
+
+    def ends(self, models) -> Iterator[tuple[float, int, int]]:
+        """``(time, GPUs)`` at which running and draining gangs of ``models`` free their GPUs,
+        earliest first (ties: fewest GPUs first); an iterator, merged lazily."""
+        return heapq.merge(*(self._ends[m] for m in models))
 
     # ----------------------------------------------------------------- books
     def book_segment(self, ledger: Ledger, run: JobRun, t: float, how: str,
@@ -254,6 +282,7 @@ class JobLifecycle:
         self.state.release(run.idx, run.gids, run.placement, cpu_per_gpu=j.cpu_per_gpu,
                            ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
         self.running.pop(run.idx, None)
+        self._set_end(run, None)
         self.tenants.add(run, -1)
         run.gids = np.zeros(0, dtype=np.int64)
 
@@ -285,6 +314,7 @@ class JobLifecycle:
         run.lendings += 1
         done = now + run.write_s
         run.event = self.ctx.schedule(done, Kind.DRAIN_DONE, run)
+        self._set_end(run, done)
         self.ctx.log("lend", f"{run.spec.name} ({run.gpus} GPUs) checkpoints and lends its "
                              "GPUs to inference", job=run.spec.name)
         return done
@@ -310,6 +340,7 @@ class JobLifecycle:
         """The gang stopped on a failure and holds its GPUs until it is detected (a DETECT
         event ``detect_s`` from now)."""
         run.state = DETECTING
+        self._set_end(run, None)
         run.seg_start = self.ctx.now
         run.detect_s = detect_s
         run.interruptions += 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.model.job_run import DRAINING, QUEUED, RUNNING, JobRun, segment_length
+from scheduler.model.job_run import QUEUED, JobRun, segment_length
 from scheduler.model.state import ClusterState
 from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.scheduling.placement import Placer, Request
@@ -52,8 +52,9 @@ class Scheduler:
         self.rng = ctx.rng("placement")
         self.set_policy(policy, placement)
         self.counters = {"placement_decisions": 0, "backfilled": 0, "passes": 0,
-                         "scheduler_wall_s": 0.0}
+                         "backfill_depth_stops": 0, "scheduler_wall_s": 0.0}
         self.frag_models = np.zeros(state.n_models, dtype=bool)
+        self.frag_version = 0  # bumped when the fragmentation verdict changes
         self._seen: tuple[int, int] | None = None
         self._woken = False
         ctx.after_instant(self.maybe_run)
@@ -118,25 +119,33 @@ class SchedulingPass:
     def __init__(self, scheduler: Scheduler):
         self.s = scheduler
         self.jobs = scheduler.jobs
+        self.fresh: set[int] = set()  # gangs this pass preempted: back in the queue, not retried
 
     def run(self) -> bool:
         sch, jobs = self.s, self.jobs
         policy = sch.policy
-        order = sorted(jobs.queue.values(), key=lambda r: policy.order(r, jobs.tenants))
+        walk = jobs.index.ordered(policy.order, jobs.tenants, jobs.runs)
         free = sch.state.free_counts()[0].copy()
         failed: dict = {}
         frag = np.zeros(sch.state.n_models, dtype=bool)
         reservation: Reservation | None = None
-        preempted = False
-        for run in order:
-            if run.state != QUEUED:
+        depth = policy.backfill_depth
+        tested = 0
+        for key, run in walk:
+            if run.state != QUEUED or run.idx in self.fresh:
                 continue
-            if reservation is not None and not policy.backfill:
-                break
+            if reservation is not None:
+                if not policy.backfill or free.max() <= 0:
+                    break  # nothing more can start: no backfill, or no GPU free at all
+                tested += 1
+                if depth is not None and tested > depth:
+                    sch.counters["backfill_depth_stops"] += 1
+                    break
             models = list(run.models)
             fits_in_total = free[models].sum() >= run.gpus
             if run.gpus >= failed.get(run.sig, math.inf):
                 frag[models] |= fits_in_total
+                walk.drop(key)
                 continue
             backfill_mode = None
             if reservation is not None:
@@ -149,11 +158,11 @@ class SchedulingPass:
                 if placement is None:
                     frag[models] = True
             if placement is None and policy.preemption and reservation is None:
-                placement, evicted = self._preempt_for(run)
-                preempted |= evicted
+                placement = self._preempt_for(run)
                 free = sch.state.free_counts()[0].copy()
             if placement is None:
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
+                walk.drop(key)
                 if reservation is None:
                     reservation = self._reserve(run, free) if policy.backfill else Reservation(
                         frozenset(), math.inf, 0)
@@ -164,8 +173,10 @@ class SchedulingPass:
                 sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":
                     reservation.extra -= run.gpus
-        sch.frag_models = frag
-        return preempted
+        if not np.array_equal(frag, sch.frag_models):
+            sch.frag_models = frag
+            sch.frag_version += 1
+        return bool(self.fresh)
 
     def _estimate_s(self, run: JobRun) -> float:
         """Wall time ``run`` would take from now on its preferred model (no failures)."""
@@ -179,11 +190,8 @@ class SchedulingPass:
     def _reserve(self, head: JobRun, free: np.ndarray) -> Reservation:
         models = frozenset(head.models)
         avail = int(free[list(head.models)].sum())
-        ends = sorted((r.expected_end if r.state == RUNNING else r.seg_start + r.write_s, r.gpus)
-                      for r in self.jobs.running.values()
-                      if r.model in models and r.state in (RUNNING, DRAINING))
         shadow, extra = math.inf, 0
-        for end, g in ends:
+        for end, g, _ in self.jobs.ends(head.models):
             avail += g
             if avail >= head.gpus:
                 shadow, extra = end, avail - head.gpus
@@ -202,12 +210,13 @@ class SchedulingPass:
         return None
 
     def _preempt_for(self, run: JobRun):
-        """Evict the cheapest victim set that lets ``run`` start; (placement, evicted)."""
+        """Evict the cheapest victim set that lets ``run`` start; its placement, or ``None``."""
         sch = self.s
         victims = choose_victims(sch, run)
         if not victims:
-            return None, False
+            return None
         for v in victims:
             self.jobs.preempt(v, reason=f"makes room for {run.spec.name} (priority "
                                         f"{run.spec.priority}, tenant {run.spec.tenant})")
-        return sch.place(sch.request(run)), True
+            self.fresh.add(v.idx)
+        return sch.place(sch.request(run))

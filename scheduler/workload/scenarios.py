@@ -112,8 +112,10 @@ def _mix(name: str, f: float, max_gpus: int) -> Mix:
 
 
 def scenario_workload(preset: str, plan: ClusterPlan, *, days: float,
-                      rng: np.random.Generator, scale: float = 1.0) -> Workload:
-    """The preset's default workload for ``days``, scaled by ``scale`` (cluster GPUs ratio)."""
+                      rng: np.random.Generator, scale: float = 1.0,
+                      load: float = 1.0) -> Workload:
+    """The preset's default workload for ``days``, scaled by ``scale`` (cluster GPUs ratio);
+    ``load`` multiplies the training jobs' arrival rates (a saturated cluster: load > 1)."""
     per_node = int(plan.models[0].per_node)
     total = int(plan.node_gpus[~plan.node_spare].sum())
 
@@ -135,7 +137,7 @@ def scenario_workload(preset: str, plan: ClusterPlan, *, days: float,
         jobs.append(frontier_job(1, "frontier-moe", min(h200, nodes_of(16384 * scale)),
                                  params_b=600.0, tokens=20e12, tenant="product",
                                  requirement=Requirement(models=("H200-SXM",)), priority=60))
-    mix = _mix(preset, scale, total)
+    mix = _mix(preset, scale * load, total)
     jobs.extend(generate(mix, days=days, rng=rng, first_id=len(jobs)))
     if preset == "dev-small":
         services = _services(2, 48 * scale, days, rng)

@@ -1,27 +1,58 @@
-"""The JSON API and /metrics: shapes, permissions, CSRF and clear errors."""
+"""The JSON API and /metrics: values equal to the engine's own state, permissions, CSRF and
+clear errors.
+
+The API serves the frame the engine driver last wrote; these tests check what it serves
+against the engine that made the frame (its queue, runs, cluster state, tenants and books),
+recomputed here from the engine's public surface.
+"""
 
 import json
 import re
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from channels.layers import InMemoryChannelLayer
 from django.test import Client
 
 from scheduler.live import live_frame
-from scheduler.simulate import Scenario, run_scenario
+from scheduler.simulate import Scenario
+from twin import broadcast
 from twin import models as m
+from twin.driver import EngineDriver
 from twin.services import live_state_write
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]+="[^"]*",?)*\})? '
                     r'(-?[0-9.eE+-]+|NaN|[+-]Inf)$')
+HOUR = 3600.0
+
+
+def as_json(value):
+    return json.loads(json.dumps(value))
 
 
 @pytest.fixture(scope="module")
-def frame():
-    """A real live frame of the dev-small preset, with two events."""
-    engine, _ = run_scenario(Scenario(preset="dev-small", days=0.05, seed=1))
-    engine.log("failure", "drill_node on host 3: 1 job(s), 8 GPUs hit", cause="drill_node")
-    engine.log("drill", "drill node on 3: 1 job(s), 8 GPUs hit", drill="node")
-    return json.loads(json.dumps(live_frame(engine)))
+def scene():
+    """dev-small (failures and physics on) at the first hour when three gangs queue; then a
+    node drill on a running gang and a drained node, so the frame has interruptions, events
+    and a rack out."""
+    engine, _ = Scenario(preset="dev-small", days=2, seed=1).engine()
+    for hour in range(1, 49):
+        engine.run_until(hour * HOUR)
+        if len(engine.queue) >= 3:
+            break
+    victim = next(r for r in engine.running.values() if r.state == "running")
+    drilled = int(victim.placement.nodes[0])
+    engine.command("drill", kind="node", target=drilled)
+    drained = int(np.flatnonzero(engine.state.node_up & ~engine.state.node_drained)[-1])
+    engine.command("drain_node", node=drained)
+    return SimpleNamespace(engine=engine, frame=as_json(live_frame(engine)), drilled=drilled,
+                           drained=drained, victim=victim.spec.name)
+
+
+@pytest.fixture
+def frame(scene):
+    return scene.frame
 
 
 @pytest.fixture
@@ -29,6 +60,49 @@ def live(db, frame):
     live_state_write(seq=42, t_sim=frame["t"], frame={**frame, "health": "ok"}, health="ok",
                      last_error="", speed=120.0, paused=False)
     return m.LiveState.objects.get()
+
+
+# ----------------------------------------------------------------- the engine's own figures
+def _index(e, run) -> int:
+    return next(i for i, r in enumerate(e.runs) if r is run)
+
+
+def engine_queue(e) -> list[str]:
+    return [r.spec.name for r in sorted(e.queue.values(),
+                                        key=lambda r: e.policy.order(r, e.tenants))]
+
+
+def engine_running(e) -> list[str]:
+    return [r.spec.name for r in sorted(e.running.values(), key=lambda r: (-r.gpus, _index(e, r)))]
+
+
+def engine_util(e) -> dict:
+    s = e.state
+    free = np.bincount(s.gpu_node[s.gpu_owner < 0], minlength=s.node_up.size)
+    up = s.node_up & ~s.node_drained
+    return {"gpus": int(s.gpu_owner.size), "allocated": int(np.count_nonzero(s.gpu_owner >= 0)),
+            "idle": int(free[up & ~s.node_spare].sum()),
+            "spare": int(free[up & s.node_spare].sum()), "down": int(free[~up].sum())}
+
+
+def engine_tenants(e) -> dict[str, int]:
+    """GPUs per tenant: its running gangs' plus its services' replicas on ``gpu_owner``."""
+    owner = e.state.gpu_owner
+    used = {t: 0 for t in e.tenants.usage}
+    for run in e.running.values():
+        used[run.spec.tenant] += int(np.count_nonzero(owner == _index(e, run)))
+    for s in e.fleet.services:
+        used[s.spec.tenant] += int(np.count_nonzero(np.isin(owner,
+                                                            [r.owner for r in s.replicas])))
+    return used
+
+
+def engine_jobs(e) -> dict:
+    states = [r.state for r in e.runs]
+    return {"queued": states.count("queued"),
+            "running": states.count("running") + states.count("draining"),
+            "recovering": states.count("detecting"), "in_cloud": states.count("cloud"),
+            "done": states.count("done"), "preemptions": e.counters["preemptions"]}
 
 
 def post_drill(client, body, **extra):
@@ -52,34 +126,113 @@ def test_before_the_engine_publishes_the_api_says_so(login, path):
     assert "has not published a frame" in response.json()["error"]
 
 
-def test_state_returns_the_latest_frame_with_health_and_seq(login, live, frame):
+def test_state_returns_the_engines_figures_with_health_and_seq(login, live, scene):
+    e = scene.engine
     data = login("operator").get("/api/state").json()
     assert data["seq"] == 42 and data["health"] == "ok"
     assert data["speed"] == 120.0 and data["paused"] is False and data["updated_at"]
-    assert data["t"] == frame["t"]
-    util = data["frame"]["util"]
-    assert util["allocated"] + util["idle"] + util["spare"] + util["down"] == util["gpus"] == 512
-    assert set(data["frame"]) >= {"mfu", "loss_pp", "goodput", "jobs", "queue",
-                                  "running_jobs", "tenants", "failures", "events", "heatmaps"}
+    assert data["t"] == e.now
+    f = data["frame"]
+    assert {k: f["util"][k] for k in ("gpus", "allocated", "idle", "spare", "down")} == \
+        engine_util(e)
+    assert f["util"]["gpus"] == 512 and f["util"]["down"] >= 8  # the drained node's GPUs
+    led = e.horizon_ledger()
+    assert f["ledger_gpu_hours"] == led.gpu_hours()
+    assert (f["mfu"], f["goodput"]) == (led.mfu()["achieved"], round(led.goodput(), 6))
+    assert f["jobs"] == engine_jobs(e)
+    rel = e.reliability
+    assert f["interruptions"]["by_cause"] == dict(sorted(rel.interruptions.items()))
+    assert f["interruptions"]["by_cause"]["drill_node"] == 1
+    assert f["failures"]["total"] == sum(rel.failures.values())
+    assert f["inference"]["serving_gpus"] == sum(
+        int(np.count_nonzero(np.isin(e.state.gpu_owner, [r.owner for r in s.replicas])))
+        for s in e.fleet.services)
+    p = e.physics.last_power
+    assert f["power"]["it_mw"] == round(p.it_mw, 4)
+    assert f["power"]["facility_mw"] == round(p.facility_mw, 4)
 
 
-def test_jobs_returns_the_queue_running_jobs_and_tenants(login, live, frame):
+def test_jobs_returns_the_queue_in_policy_order_running_jobs_and_tenant_gpus(login, live,
+                                                                                scene):
+    e = scene.engine
     data = login("operator").get("/api/jobs").json()
     assert data["seq"] == 42
-    assert data["jobs"] == frame["jobs"]
-    assert data["running_jobs"] == frame["running_jobs"] and data["running_jobs"]
-    job = data["running_jobs"][0]
-    assert set(job) >= {"name", "tenant", "gpus", "state", "model", "span", "mfu", "running_h"}
-    assert {t["tenant"] for t in data["tenants"]} == {t["tenant"] for t in frame["tenants"]}
-    assert isinstance(data["queue"], list)
+    assert data["jobs"] == engine_jobs(e)
+    assert len(data["queue"]) >= 3
+    assert [q["name"] for q in data["queue"]] == engine_queue(e)[:50]
+    assert [q["position"] for q in data["queue"]] == list(range(1, len(data["queue"]) + 1))
+    by_name = {r.spec.name: r for r in e.runs}
+    for q in data["queue"]:
+        r = by_name[q["name"]]
+        assert (q["tenant"], q["gpus"], q["priority"]) == (r.spec.tenant, r.gpus, r.spec.priority)
+    assert [j["name"] for j in data["running_jobs"]] == engine_running(e)[:50]
+    for j in data["running_jobs"]:
+        r = by_name[j["name"]]
+        assert (j["gpus"], j["state"], j["tenant"]) == (r.gpus, r.state, r.spec.tenant)
+        assert j["span"]["pods"] == int(np.unique(e.state.domain["pod"][r.placement.nodes]).size)
+        assert 0 <= j["running_h"] <= round((e.now - r.first_start) / HOUR, 3)
+    victim = next(j for j in data["running_jobs"] if j["name"] == scene.victim)
+    assert (victim["state"], victim["mfu"]) == ("detecting", 0.0)
+    assert {t["tenant"]: t["used_gpus"] for t in data["tenants"]} == engine_tenants(e)
+    assert {t["tenant"]: t["quota_gpus"] for t in data["tenants"]} == {
+        t: int(q) for t, q in e.tenants.quota.items()}
 
 
-def test_events_lists_the_frames_events_and_filters_by_kind(login, live):
+def test_events_are_the_engines_and_filter_by_kind(login, live, scene):
+    e = scene.engine
     client = login("operator")
     events = client.get("/api/events").json()["events"]
-    assert [e["kind"] for e in events[-2:]] == ["failure", "drill"]
+    assert events == as_json(list(e.events)[-50:])
+    assert [ev["kind"] for ev in events[-2:]] == ["drill", "drain"]
     drills = client.get("/api/events?kind=drill").json()["events"]
-    assert [e["text"] for e in drills] == ["drill node on 3: 1 job(s), 8 GPUs hit"]
+    assert drills == [ev for ev in events if ev["kind"] == "drill"]
+    assert [ev["text"] for ev in drills] == [
+        f"drill node on {scene.drilled}: 1 job(s), "
+        f"{next(r.gpus for r in e.runs if r.spec.name == scene.victim)} GPUs hit"]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_the_api_serves_the_figures_of_the_engine_the_driver_runs(async_client,
+                                                                       demo_users):
+    """A real driver (dev-small, seed 1) steps one wall-second apart at x3,600 until gangs
+    queue: the API then serves the frame of its engine, figure for figure."""
+    clock = FakeClock()
+    driver = EngineDriver(preset="dev-small", seed=1, speed=3600.0, clock=clock,
+                          layer=InMemoryChannelLayer(), snapshot_in_child=False)
+    await driver.start()
+    try:
+        for _ in range(48):
+            clock.now += 1.0
+            await driver.step_once()
+            if len(driver.engine.queue) >= 3:
+                break
+        await async_client.aforce_login(demo_users["operator"])
+        state = (await async_client.get("/api/state")).json()
+        jobs = (await async_client.get("/api/jobs")).json()
+    finally:
+        await driver.close(snapshot=False)
+        broadcast._local_listeners.clear()
+    e = driver.engine
+    assert len(e.queue) >= 3 and e.now == pytest.approx(driver.steps * HOUR)
+    assert (state["seq"], state["health"], state["t"]) == (driver.steps, "ok", e.now)
+    f = state["frame"]
+    assert {k: f["util"][k] for k in ("gpus", "allocated", "idle", "spare", "down")} == \
+        engine_util(e)
+    assert f["ledger_gpu_hours"] == e.horizon_ledger().gpu_hours()
+    assert f["jobs"] == jobs["jobs"] == engine_jobs(e)
+    assert [q["name"] for q in jobs["queue"]] == engine_queue(e)[:50]
+    assert [j["name"] for j in jobs["running_jobs"]] == engine_running(e)[:50]
+    assert {t["tenant"]: t["used_gpus"] for t in jobs["tenants"]} == engine_tenants(e)
+    assert state["frame"]["events"] == as_json(list(e.events)[-50:])
 
 
 def test_drills_lists_recent_drills_newest_first(login, demo_users):
@@ -102,15 +255,21 @@ def test_drills_limit_must_be_a_small_positive_integer(login, limit):
     assert response.status_code == 400 and "limit" in response.json()["error"]
 
 
-def test_a_rack_lists_its_nodes_and_live_values(login, small_cluster, live, frame):
-    data = login("operator").get("/api/racks/0").json()
-    first = m.Rack.objects.filter(hall__site__cluster=small_cluster).order_by("pk").first()
-    assert data["id"] == 0 and data["name"] == first.name
-    assert [n["hostname"] for n in data["nodes"]] == list(
-        first.nodes.order_by("slot").values_list("hostname", flat=True))
-    assert data["nodes"][0]["gpus"] > 0 and data["nodes"][0]["status"] == "ready"
-    y, x = data["cell"]
-    assert data["live"]["power_kw"] == frame["heatmaps"]["racks"]["power_kw"]["z"][y][x]
+def test_a_rack_lists_the_engines_nodes_and_their_live_values(login, build, live, scene):
+    """The inventory built from the preset the engine runs: rack ids are the core's."""
+    build("--preset", "dev-small")
+    e = scene.engine
+    rack = int(e.plan.node_rack[scene.drained])
+    data = login("operator").get(f"/api/racks/{rack}").json()
+    assert data["id"] == rack
+    ids = [int(n["hostname"].rpartition("-n")[2]) for n in data["nodes"]]
+    assert ids == np.flatnonzero(e.plan.node_rack == rack).tolist()
+    assert all(n["gpus"] == 8 and n["status"] == "ready" for n in data["nodes"])
+    nodes = e.plan.node_rack == rack
+    out = ~e.state.node_up[nodes] | e.state.node_drained[nodes]
+    assert data["live"]["status"] == round(float(out.mean()), 4) > 0
+    assert data["live"]["power_kw"] == round(float(e.physics.last_power.rack_kw[rack]), 4)
+    assert data["live"]["outlet_c"] == round(float(e.physics.last_power.outlet_c[rack]), 4)
     assert data["jobs"] is None and "placement" in data["jobs_note"]
 
 
@@ -191,20 +350,28 @@ def _samples(text):
     return samples
 
 
-def test_metrics_are_prometheus_text_with_the_frames_numbers(login, live, frame):
+def test_metrics_are_prometheus_text_with_the_engines_numbers(login, live, scene):
+    e = scene.engine
     response = login("operator").get("/metrics")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
     samples = _samples(response.content.decode())
-    util = frame["util"]
+    util = engine_util(e)
     for state in ("allocated", "idle", "down", "spare"):
         assert samples[f'clustertwin_gpus{{state="{state}"}}'] == util[state]
-    assert samples["clustertwin_mfu"] == pytest.approx(frame["mfu"])
-    assert samples["clustertwin_goodput"] == pytest.approx(frame["goodput"])
-    assert samples['clustertwin_interruptions_total{kind="unplanned"}'] == \
-        frame["interruptions"]["unplanned"]
-    assert samples["clustertwin_power_it_megawatts"] == pytest.approx(frame["power"]["it_mw"])
-    assert samples['clustertwin_jobs{state="running"}'] == frame["jobs"]["running"]
+    led = e.horizon_ledger()
+    assert samples["clustertwin_mfu"] == pytest.approx(led.mfu()["achieved"], abs=1e-6)
+    assert samples["clustertwin_goodput"] == pytest.approx(led.goodput(), abs=1e-6)
+    rel = e.reliability
+    assert samples['clustertwin_interruptions_total{kind="unplanned"}'] == rel.unplanned
+    assert samples['clustertwin_interruptions_total{kind="planned"}'] == rel.planned
+    assert samples["clustertwin_power_it_megawatts"] == pytest.approx(
+        e.physics.last_power.it_mw, abs=1e-4)
+    jobs = engine_jobs(e)
+    for state in ("queued", "running", "recovering", "in_cloud", "done"):
+        assert samples[f'clustertwin_jobs{{state="{state}"}}'] == jobs[state]
+    assert samples["clustertwin_preemptions_total"] == e.counters["preemptions"]
+    assert samples["clustertwin_simulated_seconds"] == e.now
     assert samples['clustertwin_engine_health{state="ok"}'] == 1
     assert samples['clustertwin_engine_health{state="error"}'] == 0
     assert samples["clustertwin_frame_seq"] == 42

@@ -63,7 +63,9 @@ async def test_a_step_advances_by_speed_times_the_wall_time_that_passed(drivers)
     published = await frames_inbox()
     t0 = driver.engine.now
     clock.now += 2.5
+    before = time.time()
     frame = await driver.step_once()
+    after = time.time()
     assert driver.engine.now == pytest.approx(t0 + 300.0)
     clock.now += 7.0  # a slow step: the next one covers the whole gap, pace is kept
     await driver.step_once()
@@ -76,7 +78,7 @@ async def test_a_step_advances_by_speed_times_the_wall_time_that_passed(drivers)
     assert [p["seq"] for p in published] == [1, 2]
     first = json.loads(published[0]["text"])
     assert first["type"] == "frame" and first["t"] == pytest.approx(t0 + 300.0)
-    assert first["sent_at"] == pytest.approx(time.time(), abs=60)
+    assert before <= first["sent_at"] <= after  # the publisher's epoch clock, when it sent
 
 
 async def test_speed_and_pause_commands_apply_before_the_next_step(drivers):
@@ -173,24 +175,36 @@ async def test_a_new_driver_resumes_from_the_snapshot_in_the_same_state(drivers,
 
 
 async def test_run_keeps_pace_when_steps_are_slow_and_stops_with_a_snapshot(drivers):
-    driver = await drivers(speed=100.0, clock=time.monotonic, frame_interval_s=0.05)
+    """Every step takes 0.12 s of the (fake) wall clock, longer than the 0.05 s frame
+    interval: the ticks it overran are skipped and counted, and each step makes up for the
+    whole 0.12 s, so simulated time is speed x wall time however slow the machine is."""
+    clock = FakeClock()
+    driver = await drivers(speed=100.0, clock=clock, frame_interval_s=0.05)
     real_advance = driver._advance
 
     def slow_advance(advance):
-        time.sleep(0.12)  # longer than the frame interval
+        clock.now += 0.12  # the step's own duration, on the driver's clock
         return real_advance(advance)
 
     driver._advance = slow_advance
-    t0, wall0 = driver.engine.now, time.monotonic()
+    t0, wall0 = driver.engine.now, clock.now
     task = asyncio.create_task(driver.run())
-    await asyncio.sleep(0.8)
+
+    async def until_steps(n):
+        while driver.steps < n:
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(until_steps(6), 60)  # a guard against a hang, not a pace check
     driver.request_stop()
-    await asyncio.wait_for(task, 30)
-    wall = driver._last_wall - wall0
-    assert driver.lag_ticks > 0
-    assert driver.engine.now - t0 == pytest.approx(100.0 * wall, rel=0.05)
+    await asyncio.wait_for(task, 60)
+    steps = driver.steps
+    # the first step covers no wall time (none passed since start); each later one 0.12 s
+    assert clock.now - wall0 == pytest.approx(0.12 * steps)
+    assert driver.engine.now - t0 == pytest.approx(100.0 * 0.12 * (steps - 1))
+    # each 0.12 s step overruns 2.4 frame intervals: one or two ticks skipped per step
+    assert steps <= driver.lag_ticks <= 2 * steps
     state = await live_state()
-    assert state.health == "stopped"
+    assert state.health == "stopped" and state.seq == steps + 1  # the last frame, on stop
+    assert state.t_sim == pytest.approx(driver.engine.now)
     snaps = await database_sync_to_async(list)(m.EngineSnapshot.objects.all())
     assert len(snaps) == 1 and snaps[0].t_sim == pytest.approx(driver.engine.now)
-

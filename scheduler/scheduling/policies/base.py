@@ -46,6 +46,10 @@ class Policy:
     preemption : bool
         A blocked job may evict lower-priority gangs, and a job within its quota may evict
         gangs running on borrowed quota.
+    backfill_depth : int, optional
+        Queued jobs a pass tests for backfill once the head has its reservation, like Slurm's
+        ``bf_max_job_test`` (default there: 500); ``None`` tests them all.  The scheduler
+        counts the passes the limit stopped (``backfill_depth_stops``).
     """
 
     name: str
@@ -54,6 +58,7 @@ class Policy:
     placement: str = "first-fit"
     backfill: bool = False
     preemption: bool = False
+    backfill_depth: int | None = None
 
 
 def submit_order(run: JobRun, ctx: QueueContext) -> tuple:
