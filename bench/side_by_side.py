@@ -1,6 +1,7 @@
 """Run one benchmark on this tree and on an earlier commit, alternately, in one run.
 
-Both sides run the same module (``python -m bench.NAME ARGS``) in fresh processes, interleaved
+Both sides run this tree's copy of the module (``python -m bench.NAME ARGS``; the benchmark
+must work with the old commit's API too) in fresh processes, interleaved
 (old, new, old, new ...) so machine load falls on both alike; the lines of each side's last run
 are printed one under the other with each side's wall time per run.  The old commit is checked
 out into a temporary git worktree (removed afterwards); it runs with this tree's interpreter.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,6 +55,8 @@ def main() -> None:
         old = Path(tmp) / "tree"
         subprocess.run(["git", "worktree", "add", "--detach", str(old), opts.ref], cwd=ROOT,
                        check=True, capture_output=True)
+        # the same benchmark code on both sides (a new benchmark may not exist back then)
+        shutil.copy2(ROOT / "bench" / f"{opts.module}.py", old / "bench" / f"{opts.module}.py")
         try:
             walls: dict[str, list[float]] = {"old": [], "new": []}
             outs: dict[str, str] = {}

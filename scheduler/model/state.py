@@ -11,6 +11,7 @@ Every change goes through a method here and bumps :attr:`ClusterState.version`, 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -223,6 +224,33 @@ class ClusterState:
         self.node_free_nic[n] -= c * nic
         self._counts[self._cat[n], self.node_model[n]] -= c
         return gids
+
+    @contextmanager
+    def freed(self, allocations):
+        """Within the block, node capacity is as if ``allocations`` were released.
+
+        ``allocations`` is ``[(placement, cpu_per_gpu, ram_gb_per_gpu, nic_gbps_per_gpu)]``.
+        Only what placement reads changes (free GPUs, cores, RAM and NIC per node), and it is
+        restored exactly afterwards: no GPU changes owner, :attr:`version` does not move.
+        """
+        if not allocations:
+            yield
+            return
+        nodes = np.concatenate([p.nodes for p, *_ in allocations])
+        counts = np.concatenate([p.counts for p, *_ in allocations])
+        per = np.concatenate([np.repeat(np.array([[c, r, n]], dtype=float), p.nodes.size, 0)
+                              for p, c, r, n in allocations])
+        columns = (self.node_free_cpu, self.node_free_ram, self.node_free_nic)
+        saved = [self.node_free[nodes].copy()] + [col[nodes].copy() for col in columns]
+        np.add.at(self.node_free, nodes, counts)
+        for k, col in enumerate(columns):
+            np.add.at(col, nodes, counts * per[:, k])
+        try:
+            yield
+        finally:
+            self.node_free[nodes] = saved[0]
+            for col, before in zip(columns, saved[1:], strict=True):
+                col[nodes] = before
 
     def release(self, owner: int, gids: np.ndarray, placement: Placement, *, cpu_per_gpu: float,
                 ram_gb_per_gpu: float, nic_gbps_per_gpu: float) -> None:

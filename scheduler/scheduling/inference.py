@@ -49,9 +49,7 @@ class ServiceRun:
     borrowed_gpu_s: float = 0.0
     surge: float = 1.0
     surge_until: float = math.inf
-
-    def borrowed_gpus(self) -> int:
-        return sum(r.placement.gpus for r in self.replicas if r.borrowed)
+    borrowed_gpus: int = 0  # GPUs of the borrowed replicas, kept as replicas come and go
 
 
 class InferenceFleet:
@@ -109,7 +107,7 @@ class InferenceFleet:
             cap = len(s.replicas)
             s.served += min(cap, s.load) * dt
             s.demanded += s.load * dt
-            s.borrowed_gpu_s += s.borrowed_gpus() * dt
+            s.borrowed_gpu_s += s.borrowed_gpus * dt
         self._last_t = t
 
     # ----------------------------------------------------------------- demand
@@ -164,6 +162,8 @@ class InferenceFleet:
                                 ram_gb_per_gpu=j.ram_gb_per_gpu,
                                 nic_gbps_per_gpu=j.nic_gbps_per_gpu)
         s.replicas.append(Replica(self._owner, placement, gids, borrowed))
+        if borrowed:
+            s.borrowed_gpus += placement.gpus
         self.serving_by_model[placement.model] += placement.gpus
         self.tenants.add_raw(j.tenant, placement.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu,
                              j.nic_gbps_per_gpu, +1)
@@ -180,6 +180,8 @@ class InferenceFleet:
             self.serving_by_model[r.placement.model] -= r.placement.gpus
             self.tenants.add_raw(j.tenant, r.placement.gpus, j.cpu_per_gpu, j.ram_gb_per_gpu,
                                  j.nic_gbps_per_gpu, -1)
+            if r.borrowed:
+                s.borrowed_gpus -= r.placement.gpus
         s.replicas = [r for k, r in enumerate(s.replicas) if k not in drop]
 
     def _borrow(self, s: ServiceRun, target: int) -> bool:

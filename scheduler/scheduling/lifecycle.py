@@ -13,6 +13,7 @@ the fabric/storage/power physics when it is on, the failure engine's slowdowns w
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -86,6 +87,10 @@ class JobLifecycle:
         self.index = QueueIndex()
         # (when its GPUs free up, GPUs, run) of every running or draining gang, per model
         self._ends = [SortedList() for _ in range(state.n_models)]
+        # priorities of the running gangs, and running gangs on borrowed quota per tenant:
+        # preemption asks these before it looks at every running gang
+        self._priorities = SortedList()
+        self._borrowing: Counter = Counter()
         self.counters = {"placements": 0, "preemptions": 0}
         self.lend_loss_gpu_s = 0.0
         self.speed_model = None
@@ -207,6 +212,9 @@ class JobLifecycle:
         self._open_segment(run, run.restart_s)
         self._dequeue(run)
         self.running[run.idx] = run
+        self._priorities.add(j.priority)
+        if run.borrowed:
+            self._borrowing[j.tenant] += 1
         self.tenants.add(run, +1)
         self.counters["placements"] += 1
 
@@ -226,6 +234,14 @@ class JobLifecycle:
         if t is not None:
             run.end_key = (t, run.gpus, run.idx)
             self._ends[run.model].add(run.end_key)
+
+    def lowest_running_priority(self) -> float:
+        """The lowest priority of a gang holding GPUs (infinity if none does)."""
+        return self._priorities[0] if self._priorities else float("inf")
+
+    def borrowers_besides(self, tenant: str) -> int:
+        """Gangs holding GPUs on borrowed quota that belong to other tenants than ``tenant``."""
+        return sum(n for t, n in self._borrowing.items() if t != tenant)
 
     def ends(self, models) -> Iterator[tuple[float, int, int]]:
         """``(time, GPUs)`` at which running and draining gangs of ``models`` free their GPUs,
@@ -281,7 +297,10 @@ class JobLifecycle:
         j = run.spec
         self.state.release(run.idx, run.gids, run.placement, cpu_per_gpu=j.cpu_per_gpu,
                            ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
-        self.running.pop(run.idx, None)
+        if self.running.pop(run.idx, None) is not None:
+            self._priorities.remove(j.priority)
+            if run.borrowed:
+                self._borrowing[j.tenant] -= 1
         self._set_end(run, None)
         self.tenants.add(run, -1)
         run.gids = np.zeros(0, dtype=np.int64)

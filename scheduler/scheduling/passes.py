@@ -131,11 +131,12 @@ class SchedulingPass:
         reservation: Reservation | None = None
         depth = policy.backfill_depth
         tested = 0
+        any_free = bool(free.max() > 0)
         for key, run in walk:
             if run.state != QUEUED or run.idx in self.fresh:
                 continue
             if reservation is not None:
-                if not policy.backfill or free.max() <= 0:
+                if not policy.backfill or not any_free:
                     break  # nothing more can start: no backfill, or no GPU free at all
                 tested += 1
                 if depth is not None and tested > depth:
@@ -160,6 +161,7 @@ class SchedulingPass:
             if placement is None and policy.preemption and reservation is None:
                 placement = self._preempt_for(run)
                 free = sch.state.free_counts()[0].copy()
+                any_free = bool(free.max() > 0)
             if placement is None:
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
                 walk.drop(key)
@@ -169,6 +171,7 @@ class SchedulingPass:
                 continue
             jobs.start(run, placement)
             free[placement.model] -= run.gpus
+            any_free = bool(free.max() > 0)
             if backfill_mode is not None:
                 sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":

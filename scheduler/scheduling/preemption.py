@@ -50,6 +50,9 @@ def candidate_sets(scheduler, run: JobRun) -> list[list[JobRun]]:
     """
     jobs, now = scheduler.jobs, scheduler.ctx.now
     within = jobs.tenants.within_quota(run)
+    if (jobs.lowest_running_priority() >= run.spec.priority
+            and not (within and jobs.borrowers_besides(run.spec.tenant))):
+        return []  # nobody it may evict, without looking at every running gang
     cands = [r for r in jobs.running.values()
              if r.state == RUNNING and r.model in run.models
              and now - r.seg_start >= MIN_AGE_S
@@ -88,19 +91,10 @@ def candidate_sets(scheduler, run: JobRun) -> list[list[JobRun]]:
 
 def trial_place(scheduler, run: JobRun, victims: list[JobRun]):
     """Where ``run`` would go if ``victims`` were gone; the state is left as it was."""
-    s = scheduler.state
-    for v in victims:
-        j = v.spec
-        s.release(v.idx, v.gids, v.placement, cpu_per_gpu=j.cpu_per_gpu,
-                  ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
-    try:
+    gone = [(v.placement, v.spec.cpu_per_gpu, v.spec.ram_gb_per_gpu, v.spec.nic_gbps_per_gpu)
+            for v in victims]
+    with scheduler.state.freed(gone):
         return scheduler.placer.place(scheduler.request(run))
-    finally:
-        for v in victims:
-            j = v.spec
-            v.gids = s.allocate(v.idx, v.placement, cpu_per_gpu=j.cpu_per_gpu,
-                                ram_gb_per_gpu=j.ram_gb_per_gpu,
-                                nic_gbps_per_gpu=j.nic_gbps_per_gpu)
 
 
 def choose_victims(scheduler, run: JobRun) -> list[JobRun]:
