@@ -68,6 +68,16 @@ def _interval(raw: str | None):
     return value
 
 
+def _load(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(f"--load must be a positive number, not {raw!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise _refuse(f"--load must be a positive number, not {raw!r}")
+    return value
+
+
 def _ratio(raw: str | None) -> float | None:
     if raw is None:
         return None
@@ -213,6 +223,8 @@ class Command(BaseCommand):
                             "fat-tree, dragonfly+, rail or island")
         parser.add_argument("--oversubscription", metavar="R",
                             help="oversubscription (>= 1) of a fat-tree's leaves or above islands")
+        parser.add_argument("--load", metavar="X", default="1",
+                            help="multiply the preset workload's arrival rates (saturate: > 1)")
         parser.add_argument("--json", metavar="PATH|-", help="write the report as JSON")
 
     def execute(self, *args, **options):
@@ -255,7 +267,8 @@ class Command(BaseCommand):
               "checkpoint_interval": _interval(opts["checkpoint_interval"]),
               "recovery": opts["recovery"], "spares": _fraction(opts["spares"]),
               "fabric": opts["fabric"], "physics": _on_off("--physics", opts["physics"]),
-              "oversubscription": _ratio(opts["oversubscription"])}
+              "oversubscription": _ratio(opts["oversubscription"]),
+              "load": _load(opts["load"])}
         try:
             scenario = Scenario(**kw)
         except ScenarioError as exc:
