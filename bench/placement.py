@@ -15,9 +15,14 @@ from collections import deque
 
 import numpy as np
 
-from scheduler.model.state import ClusterState
 from scheduler.presets import get_preset
-from scheduler.scheduling.placement import STRATEGIES, Placer, Request
+
+try:
+    from scheduler.model.state import ClusterState
+    from scheduler.scheduling.placement import STRATEGIES, Placer, Request
+except ImportError:  # commits before the sub-packages (bench.side_by_side runs them)
+    from scheduler.placement import STRATEGIES, Placer, Request
+    from scheduler.state import ClusterState
 
 TARGET_PER_S = 2000.0
 SIZES = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])

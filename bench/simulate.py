@@ -12,7 +12,7 @@ import sys
 
 from tqdm import tqdm
 
-from scheduler.simulate import Scenario, run_scenario
+from scheduler import simulate
 
 TARGET_S = {("off", "off"): 120.0, ("on", "off"): 150.0, ("off", "on"): 180.0,
             ("on", "on"): 180.0}
@@ -36,11 +36,13 @@ def main() -> None:
         def progress(now_s: float) -> None:
             bar.n = round(now_s / 86400.0, 3)
             bar.refresh()
-        scenario = Scenario(preset=args.preset, days=args.days, seed=args.seed,
-                            policy=args.policy, placement=args.placement,
-                            failures=args.failures == "on", checkpoint_interval="auto",
-                            physics=args.physics == "on")
-        _, r = run_scenario(scenario, progress=progress)
+        kw = dict(preset=args.preset, days=args.days, seed=args.seed, policy=args.policy,
+                  placement=args.placement, failures=args.failures == "on",
+                  checkpoint_interval="auto", physics=args.physics == "on")
+        if hasattr(simulate, "Scenario"):
+            _, r = simulate.run_scenario(simulate.Scenario(**kw), progress=progress)
+        else:  # commits before the Scenario dataclass (bench.side_by_side runs them)
+            _, r = simulate.run_scenario(**kw, progress=progress)
 
     sc, jobs, sched = r["scenario"], r["jobs"], r["scheduler"]
     hours = r["ledger_gpu_hours"]

@@ -55,6 +55,7 @@ class Scheduler:
                          "backfill_depth_stops": 0, "scheduler_wall_s": 0.0}
         self.frag_models = np.zeros(state.n_models, dtype=bool)
         self.frag_version = 0  # bumped when the fragmentation verdict changes
+        self.estimates: dict[int, tuple] = {}  # run -> (what it depends on, backfill estimate)
         self._seen: tuple[int, int] | None = None
         self._woken = False
         ctx.after_instant(self.maybe_run)
@@ -125,13 +126,13 @@ class SchedulingPass:
         sch, jobs = self.s, self.jobs
         policy = sch.policy
         walk = jobs.index.ordered(policy.order, jobs.tenants, jobs.runs)
-        free = sch.state.free_counts()[0].copy()
+        free = sch.state.free_counts()[0].tolist()  # per model, Python ints: read per job
         failed: dict = {}
         frag = np.zeros(sch.state.n_models, dtype=bool)
         reservation: Reservation | None = None
         depth = policy.backfill_depth
         tested = 0
-        any_free = bool(free.max() > 0)
+        any_free = max(free) > 0
         for key, run in walk:
             if run.state != QUEUED or run.idx in self.fresh:
                 continue
@@ -142,14 +143,20 @@ class SchedulingPass:
                 if depth is not None and tested > depth:
                     sch.counters["backfill_depth_stops"] += 1
                     break
-            models = list(run.models)
-            fits_in_total = free[models].sum() >= run.gpus
+            models = run.models
+            fits_in_total = sum(free[m] for m in models) >= run.gpus
             if run.gpus >= failed.get(run.sig, math.inf):
-                frag[models] |= fits_in_total
+                if fits_in_total:
+                    frag[list(models)] = True
                 walk.drop(key)
                 continue
             backfill_mode = None
             if reservation is not None:
+                if not fits_in_total:
+                    # behind a reservation nothing is preempted and free GPUs only shrink:
+                    # neither this gang nor its partition can start in this pass
+                    walk.drop(key)
+                    continue
                 backfill_mode = self._backfill_mode(run, reservation)
                 if backfill_mode is None:
                     continue
@@ -157,11 +164,11 @@ class SchedulingPass:
             if fits_in_total:
                 placement = sch.place(sch.request(run))
                 if placement is None:
-                    frag[models] = True
+                    frag[list(models)] = True
             if placement is None and policy.preemption and reservation is None:
                 placement = self._preempt_for(run)
-                free = sch.state.free_counts()[0].copy()
-                any_free = bool(free.max() > 0)
+                free = sch.state.free_counts()[0].tolist()
+                any_free = max(free) > 0
             if placement is None:
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
                 walk.drop(key)
@@ -171,7 +178,7 @@ class SchedulingPass:
                 continue
             jobs.start(run, placement)
             free[placement.model] -= run.gpus
-            any_free = bool(free.max() > 0)
+            any_free = max(free) > 0
             if backfill_mode is not None:
                 sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":
@@ -182,17 +189,28 @@ class SchedulingPass:
         return bool(self.fresh)
 
     def _estimate_s(self, run: JobRun) -> float:
-        """Wall time ``run`` would take from now on its preferred model (no failures)."""
+        """Wall time ``run`` would take from now on its preferred model (no failures).
+
+        A queued run's estimate changes only with its remaining work, its interval, whether it
+        ever ran (a restart) and the storage bandwidth: it is kept until one of those moves.
+        """
         jobs = self.jobs
+        key = (run.remaining_flops, run.interval_s, run.first_start is None,
+               jobs.costs.storage_factor)
+        cached = self.s.estimates.get(run.idx)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         m = run.models[0]
         rate = run.gpus * jobs.peak[m] * run.spec.efficiency
         restart = 0.0 if run.first_start is None else jobs.restart_estimate(run)
-        return segment_length(run.remaining_flops / rate, restart, run.interval_s,
-                              jobs.estimate_write_s(run, m))
+        estimate = segment_length(run.remaining_flops / rate, restart, run.interval_s,
+                                  jobs.estimate_write_s(run, m))
+        self.s.estimates[run.idx] = (key, estimate)
+        return estimate
 
-    def _reserve(self, head: JobRun, free: np.ndarray) -> Reservation:
+    def _reserve(self, head: JobRun, free: list[int]) -> Reservation:
         models = frozenset(head.models)
-        avail = int(free[list(head.models)].sum())
+        avail = sum(free[m] for m in head.models)
         shadow, extra = math.inf, 0
         for end, g, _ in self.jobs.ends(head.models):
             avail += g

@@ -129,3 +129,25 @@ def test_load_multiplies_the_preset_arrival_rates():
 def test_a_bad_load_is_refused(kw, message):
     with pytest.raises(ScenarioError, match=message):
         Scenario(preset="dev-small", days=1, **kw)
+
+
+def backfill_queue(depth):
+    """24 GPUs; a 16-GPU gang runs 10 h; the 24-GPU head waits for it; four 1-GPU jobs of 20 h
+    cannot backfill (they would delay the head) and a 1-GPU job of 1 h, fifth, can."""
+    from dataclasses import replace as dc_replace
+    jobs = [job(0, gpus=16, hours=10), job(1, gpus=24, hours=1, submit_h=0.01)]
+    jobs += [job(2 + k, gpus=1, hours=20, submit_h=0.02 + 0.001 * k) for k in range(4)]
+    jobs.append(job(6, gpus=1, hours=1, submit_h=0.03))
+    e = run_engine(small_plan(3), workload(*jobs), policy="backfill")
+    e.scheduler.policy = dc_replace(e.scheduler.policy, backfill_depth=depth)
+    e.run_until(0.5 * 3600)
+    return e
+
+
+def test_backfill_tests_only_its_depth_of_jobs_behind_the_reservation_and_counts_the_stops():
+    unbounded, shallow = backfill_queue(None), backfill_queue(2)
+    assert unbounded.runs[6].state == "running"
+    assert unbounded.counters["backfill_depth_stops"] == 0
+    assert shallow.runs[6].state == "queued"
+    assert shallow.counters["backfill_depth_stops"] >= 1
+    assert all(e.runs[k].state == "queued" for e in (unbounded, shallow) for k in range(1, 6))

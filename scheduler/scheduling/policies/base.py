@@ -13,6 +13,10 @@ from typing import Protocol
 
 from scheduler.model.job_run import JobRun
 
+BACKFILL_DEPTH = 500
+"""Jobs a backfilling pass tests behind the head's reservation: Slurm's ``bf_max_job_test``
+default (slurm.conf(5), SchedulerParameters)."""
+
 
 class QueueContext(Protocol):
     """What an ordering may read of the cluster's current allocation."""

@@ -4,8 +4,9 @@ Priority, quotas with borrowing and weighted DRF ordering (as ``fair-share``), E
 (as ``backfill``), topology-aware placement (as ``topology-aware``) and preemption.
 """
 
-from scheduler.scheduling.policies.base import Policy
+from scheduler.scheduling.policies.base import BACKFILL_DEPTH, Policy
 from scheduler.scheduling.policies.fair_share import fair_order
 
 POLICY = Policy("default", "priority + quotas + DRF, EASY backfill, topology-aware, preemption",
-                fair_order, placement="topology", backfill=True, preemption=True)
+                fair_order, placement="topology", backfill=True, preemption=True,
+                backfill_depth=BACKFILL_DEPTH)
