@@ -54,11 +54,7 @@ def undrain_node(engine, *, node) -> dict:
 def node_down(engine, *, node) -> dict:
     """An operator marked the node failed: its jobs are interrupted, it leaves the pool."""
     n = _node(engine, node)
-    rel = engine.reliability
-    nodes = np.array([n])
-    hit = rel.interrupt_nodes(nodes, OPERATOR_FAILED)
-    rel.down_count[n] += 1
-    engine.state.set_node_flags(nodes, up=False)
+    hit = engine.reliability.node_out(n, OPERATOR_FAILED)
     engine.kernel.log("inventory", f"node {n} marked failed: {len(hit)} job(s) interrupted")
     return {"node": n, "up": False, "jobs": [engine.runs[i].spec.name for i in hit]}
 
@@ -66,10 +62,7 @@ def node_down(engine, *, node) -> dict:
 def node_up(engine, *, node) -> dict:
     """An operator marked the node repaired."""
     n = _node(engine, node)
-    rel = engine.reliability
-    rel.down_count[n] = max(0, rel.down_count[n] - 1)
-    if rel.down_count[n] == 0:
-        engine.state.set_node_flags([n], up=True)
+    engine.reliability.node_back(n)
     engine.scheduler.wake()
     engine.kernel.log("inventory", f"node {n} marked repaired")
     return {"node": n, "up": bool(engine.state.node_up[n])}

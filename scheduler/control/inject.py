@@ -164,20 +164,17 @@ def inject(engine, *, nodes=None, gpus=None, switches=None, links=None, jobs=Non
             for n in np.unique(s.gpu_node[f.endpoint_leaf[:s.n_gpus] == sw]).tolist():
                 want_up[n] = want_up.get(n, True) and st["up"]
         else:
-            rel.failed_switches[sw] = 0 if st["up"] else 1
+            rel.set_switch(sw, st["up"])
         changed["switches"][sw] = st["up"]
     for link, st in link_st.items():
-        rel.failed_links[link] = 0 if st["up"] else 1
+        rel.set_link(link, st["up"])
         changed["links"][link] = st["up"]
     for n, up in sorted(want_up.items()):
         if up and not s.node_up[n]:
-            rel.down_count[n] = 0
-            s.set_node_flags([n], up=True)
+            rel.node_back(n, all_causes=True)
             changed["nodes_up"].append(n)
         elif not up and s.node_up[n]:
-            rel.interrupt_nodes(np.array([n]), OBSERVED_DOWN)
-            rel.down_count[n] += 1
-            s.set_node_flags([n], up=False)
+            rel.node_out(n, OBSERVED_DOWN)
             changed["nodes_down"].append(n)
     for n, st in node_st.items():
         if "drained" in st and bool(s.node_drained[n]) != st["drained"]:

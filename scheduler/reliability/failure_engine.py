@@ -311,6 +311,29 @@ class FailureEngine:
         """An operator marked a spine or core switch failed (+1) or back (-1)."""
         self.failed_switches[switch] = max(0, self.failed_switches[switch] + sign)
 
+    def set_switch(self, switch: int, up: bool) -> None:
+        """A spine or core switch observed up or down (a status, not a count)."""
+        self.failed_switches[switch] = 0 if up else 1
+
+    def set_link(self, link: int, up: bool) -> None:
+        """A switch-to-switch link observed up or down (a status, not a count)."""
+        self.failed_links[link] = 0 if up else 1
+
+    def node_out(self, node: int, mode: FailureMode) -> list[int]:
+        """Take a node out from outside the failure processes (an operator, a mirror): its
+        gangs are interrupted by ``mode``; it stays out until :meth:`node_back`."""
+        hit = self.interrupt_nodes(np.array([node]), mode)
+        self.down_count[node] += 1
+        self.state.set_node_flags([node], up=False)
+        return hit
+
+    def node_back(self, node: int, *, all_causes: bool = False) -> None:
+        """One cause that held the node out is gone (``all_causes``: every one); it is up
+        again when none is left."""
+        self.down_count[node] = 0 if all_causes else max(0, self.down_count[node] - 1)
+        if self.down_count[node] == 0:
+            self.state.set_node_flags([node], up=True)
+
     def report(self) -> dict:
         by_component: Counter = Counter()
         for cause, n in self.failures.items():
