@@ -76,7 +76,9 @@ class Engine:
         Let the fabric, storage and power models set each gang's speed
         (:mod:`scheduler.physics.job_speed`); off, gangs compute at their kernel efficiency.
     physics_tick_s : float
-        How often the physics is re-evaluated, s.
+        How often the physics is re-evaluated while speeds move, s.
+    physics_max_tick_s : float, optional
+        Longest tick of the adaptive physics tick, s (``None``: a fixed ``physics_tick_s``).
     """
 
     def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
@@ -84,7 +86,8 @@ class Engine:
                  demand_step_s: float = 900.0, failures: bool = False,
                  weibull_shape: float | None = None, checkpoint_interval=None,
                  recovery: str = "disk", spares: float | None = None,
-                 physics: bool = False, physics_tick_s: float = 1800.0):
+                 physics: bool = False, physics_tick_s: float = 1800.0,
+                 physics_max_tick_s: float | None = None):
         self.plan = plan
         self.workload = workload
         self.kernel = kernel = Kernel(seed)
@@ -118,7 +121,8 @@ class Engine:
                                     place=sched.place, services=workload.services,
                                     step_s=demand_step_s)
         self.physics = (Physics(ctx, plan=plan, state=state, jobs=jobs,
-                                failures=self.reliability, costs=costs, tick_s=physics_tick_s)
+                                failures=self.reliability, costs=costs, tick_s=physics_tick_s,
+                                max_tick_s=physics_max_tick_s)
                         if physics else None)
         jobs.use_speed_model(self.physics or self.reliability)
         kernel.on_advance(self._book_capacity)

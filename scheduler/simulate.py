@@ -92,6 +92,10 @@ class Scenario:
     load : float
         Multiplies the preset workload's job arrival rates (> 1 saturates the cluster; not
         with ``trace``).
+    physics_max_tick_s : float, optional
+        The physics' adaptive tick grows from 30 min up to this while no gang's speed moves
+        (``None``: a fixed 30-min tick).  At 2 h, hyperscale-100k's 30 days differ from the
+        fixed tick by +0.13 MFU points (``docs/performance.md``).
 
     Examples
     --------
@@ -116,6 +120,7 @@ class Scenario:
     oversubscription: float | None = None
     physics: bool = True
     load: float = 1.0
+    physics_max_tick_s: float | None = 7200.0
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -151,6 +156,9 @@ class Scenario:
             raise ScenarioError(f"oversubscription must be a number >= 1, not {o!r}")
         if not _number(self.load) or not (math.isfinite(self.load) and self.load > 0):
             raise ScenarioError(f"load must be a positive number, not {self.load!r}")
+        m = self.physics_max_tick_s
+        if m is not None and (not _number(m) or not (math.isfinite(m) and m >= 1800.0)):
+            raise ScenarioError(f"physics max tick must be a number >= 1800 s, not {m!r}")
         if self.trace is not None and self.load != 1.0:
             raise ScenarioError("load scales a preset's workload; a trace is replayed as it is")
         if self.trace is not None and not Path(self.trace).is_file():
@@ -176,7 +184,7 @@ class Scenario:
             raise ScenarioError(str(exc)) from None
         scenario: dict = {"preset": self.preset, "days": self.days,
                           "gpus_requested": self.gpus, "trace": None, "trace_source": None,
-                          "load": self.load}
+                          "load": self.load, "physics_max_tick_s": self.physics_max_tick_s}
         if self.trace is None:
             rng = Streams(seed).rng("workload")
             workload = scenario_workload(self.preset, plan, days=self.days, rng=rng,
@@ -188,7 +196,8 @@ class Scenario:
         engine = Engine(plan, workload, seed=seed, policy=self.policy,
                         placement=self.placement, failures=self.failures,
                         checkpoint_interval=self.checkpoint_interval, recovery=self.recovery,
-                        spares=self.spares, physics=self.physics)
+                        spares=self.spares, physics=self.physics,
+                        physics_max_tick_s=self.physics_max_tick_s)
         return engine, scenario
 
     def options(self) -> dict:

@@ -69,12 +69,17 @@ class Physics:
     fleet : InferenceFleet
         Read only: which GPUs serve (their power).
     tick_s : float
-        Seconds of simulated time between refreshes.
+        Seconds of simulated time between refreshes while speeds move.
+    max_tick_s : float, optional
+        Adaptive tick: after a refresh that moved no gang's speed the next one comes twice as
+        late, up to ``max_tick_s``; one that moved any brings it back to ``tick_s``.  Failures
+        refresh at once either way.  ``None`` (or ``tick_s``): a fixed tick.  The accuracy
+        against the fixed tick is measured in ``docs/performance.md``.
     """
 
     def __init__(self, ctx: Context, *, plan: ClusterPlan, state: ClusterState, jobs,
-                 failures, costs, tick_s: float = 1800.0, overlap: float = 0.7,
-                 tolerance: float = 0.01):
+                 failures, costs, tick_s: float = 1800.0, max_tick_s: float | None = None,
+                 overlap: float = 0.7, tolerance: float = 0.01):
         if isinstance(tick_s, bool) or not tick_s > 0:
             raise ValueError(f"physics_tick_s must be a positive number, not {tick_s!r}")
         self.ctx = ctx
@@ -84,6 +89,12 @@ class Physics:
         self.failures = failures
         self.costs = costs
         self.tick_s = float(tick_s)
+        if max_tick_s is not None and (isinstance(max_tick_s, bool) or not max_tick_s >= tick_s):
+            raise ValueError(f"physics_max_tick_s must be at least physics_tick_s, "
+                             f"not {max_tick_s!r}")
+        self.max_tick_s = float(max_tick_s if max_tick_s is not None else tick_s)
+        self._next_tick_s = self.tick_s
+        self.ticks = 0
         self.overlap = overlap
         self.tolerance = tolerance
         self.router = Router(plan.fabric, gpus_per_node=int(plan.models[0].per_node))
@@ -115,8 +126,11 @@ class Physics:
         self.ctx.schedule(self.ctx.now + self.tick_s, Kind.TICK)
 
     def on_tick(self, _=None) -> None:
-        self.refresh()
-        self.ctx.schedule(self.ctx.now + self.tick_s, Kind.TICK)
+        self.ticks += 1
+        moved = self.refresh()
+        self._next_tick_s = (self.tick_s if moved
+                             else min(self.max_tick_s, 2.0 * self._next_tick_s))
+        self.ctx.schedule(self.ctx.now + self._next_tick_s, Kind.TICK)
 
     # ----------------------------------------------------------------- the split
     def _step(self, run, share: float):
@@ -150,17 +164,18 @@ class Physics:
         return tuple(out)
 
     # ----------------------------------------------------------------- one refresh
-    def refresh(self) -> None:
-        """Route, serve and power every running gang now; re-rate those whose speed moved."""
+    def refresh(self) -> int:
+        """Route, serve and power every running gang now; re-rate those whose speed moved
+        (return how many)."""
         runs = [r for r in self.jobs.running.values() if r.state == RUNNING]
         rel = self.failures
         self._route(runs, rel)
         self._serve(runs)
         self._power(runs, rel)
-        for run in runs:
-            self.jobs.rerate(run, self.tolerance)
+        moved = sum(self.jobs.rerate(run, self.tolerance) for run in runs)
         if len(self._steps) > 50_000:
             self._steps.clear()
+        return moved
 
     def _spans_leaves(self, run) -> bool:
         key = (run.idx, _epoch(run))

@@ -151,3 +151,30 @@ def test_backfill_tests_only_its_depth_of_jobs_behind_the_reservation_and_counts
     assert shallow.runs[6].state == "queued"
     assert shallow.counters["backfill_depth_stops"] >= 1
     assert all(e.runs[k].state == "queued" for e in (unbounded, shallow) for k in range(1, 6))
+
+
+def physics_engine(max_tick_s):
+    from scheduler.engine import Engine
+    e = Engine(small_plan(4), workload(job(0, gpus=8, hours=20)), physics=True,
+               physics_tick_s=1800.0, physics_max_tick_s=max_tick_s)
+    return e
+
+
+def test_the_physics_tick_doubles_while_no_speed_moves_up_to_its_longest():
+    fixed, adaptive = physics_engine(None), physics_engine(7200.0)
+    for e in (fixed, adaptive):
+        e.run_until(10 * 3600)
+    assert fixed.physics.ticks == 20
+    # ticks at 0.5 h, then 1 h, 2 h, 2 h, 2 h later: 0.5, 1.5, 3.5, 5.5, 7.5, 9.5 h
+    assert adaptive.physics.ticks == 6
+    from scheduler.sim import Kind
+    assert [h.time for h in adaptive.kernel.pending(Kind.TICK)] == [11.5 * 3600]
+
+
+def test_a_tick_that_moves_a_speed_brings_the_tick_back_to_its_base():
+    e = physics_engine(7200.0)
+    e.run_until(3.6 * 3600)  # quiet ticks at 0.5, 1.5, 3.5 h: the next is 2 h away
+    e.physics.tolerance = -1.0  # every gang counts as moved at the next refresh
+    e.run_until(5.6 * 3600)
+    from scheduler.sim import Kind
+    assert [h.time for h in e.kernel.pending(Kind.TICK)] == [5.5 * 3600 + 1800.0]
