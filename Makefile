@@ -41,6 +41,8 @@ bench: venv
 	$(BIN)/python -m bench.simulate
 	$(BIN)/python -m bench.llama3
 	$(BIN)/python -m bench.fork
+	$(BIN)/python -m bench.philly
+	$(BIN)/python -m bench.saturated
 	$(BIN)/python -m bench.websocket --clients 500
 
 # Mutation testing (mutmut, in a copy under mutants/; the sources are never modified):
