@@ -201,7 +201,8 @@ def test_run_engine_stores_a_snapshot_on_sigterm_and_the_next_start_resumes_it(t
     try:
         wait_row(db, proc, lambda r: r["health"] == "ok" and r["seq"] >= 3)
         assert snapshot_rows(db) == []  # none yet: the interval is an hour of wall time
-        assert stop(proc) == 0  # SIGTERM: finish the step, snapshot, stop
+        # the timeout guards against a hang (a loaded machine can take a while to pickle)
+        assert stop(proc, timeout=180) == 0  # SIGTERM: finish the step, snapshot, stop
     finally:
         stop(proc, timeout=10)
     assert "snapshot stored" in log.read_text()
@@ -212,7 +213,7 @@ def test_run_engine_stores_a_snapshot_on_sigterm_and_the_next_start_resumes_it(t
     try:
         resumed = wait_row(db, proc, lambda r: r["health"] == "ok" and r["seq"] > last["seq"])
         assert resumed["t_sim"] >= last["t_sim"]  # from the snapshot, not from t=0
-        assert stop(proc) == 0
+        assert stop(proc, timeout=180) == 0
     finally:
         stop(proc, timeout=10)
     check_stopped_with_snapshot(db)
@@ -241,7 +242,7 @@ async def test_daphne_runs_the_embedded_engine_and_snapshots_it_on_sigterm(tmp_p
                 if msg["type"] == "frame" and msg["health"] == "ok" and msg["t"] > 0:
                     break
             assert msg["util"]["gpus"] == 512
-        assert stop(proc) == 0  # SIGTERM: the reactor's shutdown hook stops the driver
+        assert stop(proc, timeout=180) == 0  # SIGTERM: the reactor shutdown hook stops the driver
     finally:
         stop(proc, timeout=10)
     row = check_stopped_with_snapshot(db)
