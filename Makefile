@@ -47,7 +47,7 @@ bench: venv
 
 # Mutation testing (mutmut, in a copy under mutants/; the sources are never modified):
 # about 1,000 mutants of placement, preemption, passes, tenants, policies and the ledger
-# against the fast core tests, 15-20 min on 2 cores.  See docs/mutation.md.
+# against the fast core tests, about 7 min on 2 busy cores.  See docs/mutation.md.
 MUTATION_JOBS ?= 2
 .PHONY: mutation
 

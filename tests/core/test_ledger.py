@@ -97,3 +97,18 @@ def test_the_engine_books_a_hand_worked_run():
     assert loss["kernel_efficiency"] == pytest.approx(6.25, abs=1e-3)
     assert loss["idle"] + loss["fragmented"] == pytest.approx(87.5, abs=1e-3)
     assert r["jobs"]["completed"] == 1
+
+
+def test_a_negative_booking_beyond_rounding_is_refused_and_rounding_noise_books_zero():
+    led = Ledger(np.array([1e15]))
+    with pytest.raises(ValueError, match="negative booking"):
+        led.book("idle", 0, -0.5)
+    led.book("idle", 0, -1e-9)  # float noise of a closed segment
+    assert led.gpu_s.sum() == 0.0
+
+
+def test_fresh_books_are_empty_and_their_mfu_says_there_was_no_training_time():
+    led = Ledger(np.array([1e15, 2e15]))
+    assert led.total_gpu_s() == 0.0 and led.achieved_flops == 0.0
+    assert led.mfu() == {"achieved": 0.0, "loss_pp": {}, "basis": "no training GPU-time"}
+    assert led.goodput() == 0.0

@@ -10,6 +10,7 @@ from scheduler.model.state import ClusterState, Placement
 from scheduler.scheduling.placement import STRATEGIES, Placer
 from scheduler.workload.jobs import Requirement
 from tests.core.factories import (
+    HOUR,
     job,
     occupy,
     pods_spanned,
@@ -48,6 +49,13 @@ def test_topology_keeps_a_16_gpu_gang_in_one_pod_when_one_has_room():
     assert p.gpus == 16
     assert pods_spanned(s, p) == 1
     assert p.nodes.tolist() == [2, 3]
+
+
+def test_a_placer_without_a_strategy_is_topology_aware():
+    s = state_of(16)
+    occupy(s, [0])
+    assert Placer(s).strategy == "topology"
+    assert Placer(s).place(request(16)).nodes.tolist() == [2, 3]
 
 
 def test_first_fit_on_the_same_cluster_spans_two_pods():
@@ -107,6 +115,100 @@ def test_the_remainder_of_a_multi_node_gang_stays_in_the_gangs_pod():
     assert p.counts.tolist() == [8, 4]
 
 
+def test_topology_prefers_the_gangs_own_pod_for_the_remainder_over_a_fuller_node_elsewhere():
+    # a 10-GPU gang: one whole node (node 0, in the pod with fewest whole free nodes) plus 2
+    # GPUs.  Node 5 (2 free) is the best fit overall, but node 1 (4 free) shares node 0's pod
+    s = state_of(16)
+    occupy(s, [1], 4)
+    occupy(s, [5], 6, owner=20_000)
+    p = placer(s, "topology").place(request(10))
+    assert p.nodes.tolist() == [0, 1] and p.counts.tolist() == [8, 2]
+    assert pods_spanned(s, p) == 1
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_remainder_of_a_pod_affine_gang_never_leaves_its_pod(strategy):
+    # pod 0: node 0 whole, node 1 with 4 free; pod 1: node 2 with 4 free, node 3 full.  A
+    # 12-GPU pod-affine gang must take node 0 and put its 4-GPU remainder on node 1
+    s = state_of(4)
+    occupy(s, [1], 4)
+    occupy(s, [2], 4, owner=20_000)
+    occupy(s, [3], owner=30_000)
+    p = placer(s, strategy).place(request(12, affinity="pod"))
+    assert p.nodes.tolist() == [0, 1] and p.counts.tolist() == [8, 4]
+
+
+def pod_choice(strategy: str, seed: int = 0) -> set[int]:
+    """Pods (of 8 nodes, radix 16) holding a 32-GPU pod-affine gang when pod 1 has 5 whole
+    free nodes and pod 0 all 8."""
+    s = state_of(16, fabric_kw={"radix": 16})
+    occupy(s, [8, 9, 10])
+    p = placer(s, strategy, seed=seed).place(request(32, affinity="pod"))
+    assert pods_spanned(s, p) == 1
+    return set(s.domain["pod"][p.nodes].tolist())
+
+
+def test_topology_gives_a_pod_affine_gang_the_fullest_pod_that_holds_it():
+    assert pod_choice("topology") == {1}
+
+
+def test_first_fit_gives_a_pod_affine_gang_the_lowest_numbered_pod_that_holds_it():
+    assert pod_choice("first-fit") == {0}
+
+
+def test_random_placement_draws_the_pod_of_a_pod_affine_gang():
+    assert set().union(*(pod_choice("random", seed=k) for k in range(12))) == {0, 1}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_pod_with_room_for_the_whole_nodes_but_not_the_remainder_is_passed_over(strategy):
+    # 12 GPUs, pod affinity: one whole node plus 4 GPUs in the same pod.  Pod 0 has one whole
+    # free node and nothing else; pod 1 has two, so the gang goes there
+    s = state_of(4)
+    occupy(s, [1])
+    p = placer(s, strategy).place(request(12, affinity="pod"))
+    assert p is not None
+    assert sorted(p.nodes.tolist()) == [2, 3] and sorted(p.counts.tolist()) == [4, 8]
+
+
+def test_a_gang_larger_than_any_pod_fills_the_freest_pods_and_best_fits_the_rest():
+    # pods of two: 0, 1 and 2 wholly free, 3 full, 4 and 5 with one free node, 6 and 7 full.
+    # A 5-node gang takes pods 0 and 1 whole and its last node from pod 4 (one free node: the
+    # best fit; pod 3 has none), leaving pod 2 whole
+    s = state_of(16)
+    occupy(s, [6, 7, 9, 11, 12, 13, 14, 15])
+    p = placer(s, "topology").place(request(40))
+    assert p.nodes.tolist() == [0, 1, 2, 3, 8]
+
+
+def nvl72_state(busy):
+    """36 GB200 trays (4 GPUs each) on a rail fabric of 8-tray units: pods {0-15}, {16-31},
+    {32-35}; NVLink domains are racks of 18 trays, {0-17} and {18-35}."""
+    s = ClusterState(small_plan(36, "GB200", fabric="rail", fabric_kw={"nodes_per_su": 8}))
+    assert s.domain["nvlink"].tolist() == [0] * 18 + [1] * 18
+    occupy(s, busy)
+    return s
+
+
+def test_on_nvl72_a_gang_takes_the_smallest_nvlink_domain_of_its_pod_that_holds_it():
+    # pods 0 and 2 are busy.  In pod 1, rack 0 has 2 free trays (16, 17) and rack 1 has 14:
+    # a 2-tray gang takes the small piece of rack 0 and leaves rack 1's 14 trays whole
+    s = nvl72_state([*range(16), *range(32, 36)])
+    p = placer(s, "topology").place(request(8))
+    assert p.nodes.tolist() == [16, 17]
+
+
+@pytest.mark.parametrize("affinity", ["any", "pod"])
+def test_on_nvl72_a_gang_stays_in_one_nvlink_domain_and_then_one_leaf(affinity):
+    # as above but tray 16 is busy too: rack 0 keeps one free tray in pod 1, so the gang goes
+    # to rack 1, and there to one leaf (the leaves alternate: even trays, odd trays)
+    s = nvl72_state([*range(17), *range(32, 36)])
+    p = placer(s, "topology").place(request(8, affinity=affinity))
+    assert p.nodes.tolist() == [18, 20]
+    assert np.unique(s.domain["nvlink"][p.nodes]).size == 1
+    assert np.unique(s.domain["leaf"][p.nodes]).size == 1
+
+
 # ------------------------------------------------------------------ first fit and random
 def test_first_fit_takes_the_lowest_numbered_nodes():
     s = state_of(8)
@@ -125,6 +227,28 @@ def test_random_placement_is_seeded_same_seed_same_nodes():
     others = {tuple(placer(s, "random", seed=k).place(request(32)).nodes.tolist())
               for k in range(10)}
     assert len(others) > 1
+
+
+def test_first_fit_puts_a_partial_gang_on_the_lowest_numbered_node_not_the_fullest():
+    s = state_of(4)
+    occupy(s, [2], 4)
+    assert placer(s, "first-fit").place(request(4)).nodes.tolist() == [0]
+    assert placer(s, "topology").place(request(4)).nodes.tolist() == [2]  # best fit
+
+
+def test_first_fit_puts_the_remainder_on_the_lowest_numbered_node_even_in_another_pod():
+    # node 0 has 4 free, node 1 none: the whole node is node 2 (pod 1), the remainder node 0
+    s = state_of(8)
+    occupy(s, [0], 4)
+    occupy(s, [1], owner=20_000)
+    p = placer(s, "first-fit").place(request(10))
+    assert p.nodes.tolist() == [2, 0] and p.counts.tolist() == [8, 2]
+
+
+def test_random_placement_of_a_partial_gang_draws_the_node():
+    s = state_of(4)
+    nodes = {int(placer(s, "random", seed=k).place(request(4)).nodes[0]) for k in range(12)}
+    assert len(nodes) > 1
 
 
 def test_random_placement_without_a_generator_is_refused():
@@ -159,6 +283,19 @@ def test_a_gang_whose_host_needs_exceed_a_node_is_not_placed(need, strategy):
     assert placer(s, strategy).place(request(4, **need)) is not None
 
 
+@pytest.mark.parametrize("exact, over", [
+    ({"cpu_per_gpu": 14.0}, {"cpu_per_gpu": 14.0625}),          # 112 cores; 112.5
+    ({"ram_gb_per_gpu": 256.0}, {"ram_gb_per_gpu": 256.0625}),  # 2048 GB; 2048.5
+    ({"nic_gbps_per_gpu": 400.0}, {"nic_gbps_per_gpu": 400.0625}),  # 3200 Gb/s; 3200.5
+])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_gang_that_needs_exactly_a_nodes_host_resources_fits_and_a_hair_more_does_not(
+        exact, over, strategy):
+    s = state_of(1)
+    assert placer(s, strategy).place(request(8, **exact)) is not None
+    assert placer(s, strategy).place(request(8, **over)) is None
+
+
 def test_host_resources_used_by_a_neighbour_push_a_gang_to_another_node():
     s = state_of(4)
     occupy(s, [1, 2, 3], 2)  # nodes 1-3 have 6 free GPUs, node 0 is whole
@@ -179,6 +316,28 @@ def test_a_job_accepting_only_amd_lands_on_the_mi300x_nodes():
     assert plan.models[amd.model].name == "MI300X"
     assert {plan.models[m].name for m in plan.node_model[amd.placement.nodes]} == {"MI300X"}
     assert {plan.models[m].name for m in plan.node_model[nvidia.placement.nodes]} == {"H100-SXM"}
+
+
+def test_through_the_engine_a_pod_affine_gang_waits_rather_than_span_pods():
+    # first fit: x0 node 0, y (1 h) node 1, x2 node 2; when y ends each pod has one free node
+    wl = workload(job(gpus=8, hours=10, name="x0"), job(gpus=8, hours=1, name="y"),
+                  job(gpus=8, hours=10, name="x2"),
+                  job(gpus=16, hours=1, submit_h=1.5, affinity="pod", name="tight"),
+                  job(gpus=16, hours=1, submit_h=2, name="loose"))
+    e = run_engine(small_plan(4), wl, policy="backfill", until_h=2.5)
+    x0, y, x2, tight, loose = e.runs
+    assert [r.placement.nodes.tolist() for r in (x0, y, x2)] == [[0], [1], [2]]
+    assert tight.first_start is None
+    assert loose.first_start == 2 * HOUR and pods_spanned(e.state, loose.placement) == 2
+
+
+@pytest.mark.parametrize("need", [{"cpu_per_gpu": 20.0}, {"ram_gb_per_gpu": 300.0}])
+def test_through_the_engine_two_gangs_whose_host_needs_exceed_one_node_get_two(need):
+    # 4 GPUs x 20 cores = 80 of 112 (x 300 GB = 1200 of 2048): two such gangs cannot share
+    wl = workload(job(gpus=4, hours=1, **need), job(gpus=4, hours=1, submit_h=0.01, **need))
+    e = run_engine(small_plan(2), wl, until_h=0.05)
+    a, b = e.runs
+    assert a.placement.nodes.tolist() == [0] and b.placement.nodes.tolist() == [1]
 
 
 def test_placement_on_a_model_index_never_uses_another_models_nodes():

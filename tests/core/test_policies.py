@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scheduler.hardware.cluster import NodeGroup
 from scheduler.model.job_run import DONE, QUEUED, RUNNING
 from scheduler.reliability.checkpoint import RESTART_FIXED_S
 from scheduler.scheduling.policies import REGISTRY, get_policy, register
 from scheduler.scheduling.policies.base import Policy, submit_order
-from scheduler.workload.jobs import Tenant
+from scheduler.workload.jobs import Requirement, Tenant
 from tests.core.factories import (
     HOUR,
     central_storage,
@@ -42,6 +43,12 @@ def test_fifo_is_strict_a_blocked_head_blocks_a_later_small_job():
     assert e.counters["backfilled"] == 0
 
 
+def test_gangs_arriving_together_all_start_while_they_fit():
+    wl = workload(job(gpus=8, hours=1), job(gpus=16, hours=1), job(gpus=8, hours=1))
+    e = run_engine(small_plan(4), wl, policy="fifo", until_h=0)
+    assert [start_h(r) for r in e.runs] == [0.0, 0.0, 0.0]
+
+
 def test_backfill_lets_a_short_small_job_pass_a_blocked_head():
     e = run_engine(small_plan(4), blocked_head(small_hours=1), policy="backfill", until_h=30)
     a, b, c = e.runs
@@ -49,6 +56,81 @@ def test_backfill_lets_a_short_small_job_pass_a_blocked_head():
     assert b.reserved_start == 10 * HOUR
     assert start_h(b) == 10.0  # not delayed
     assert e.counters["backfilled"] == 1
+
+
+# a quota above the cluster, so that fair-share ordering (within quota first) keeps FIFO order
+AMPLE = (Tenant("research", 64),)
+
+
+def test_backfill_works_the_same_under_the_default_policy_where_the_head_may_not_preempt():
+    # the default policy first tries to preempt for the head (nobody has a lower priority)
+    a, b, c = blocked_head(small_hours=1).jobs
+    e = run_engine(small_plan(4), workload(a, b, c, tenants=AMPLE), policy="default",
+                   until_h=3)
+    a, b, c = e.runs
+    assert start_h(c) == 2.0 and b.state == QUEUED
+    assert e.counters["preemptions"] == 0 and e.counters["backfilled"] == 1
+
+
+@pytest.mark.parametrize("policy", ["backfill", "default"])
+def test_a_single_free_gpu_is_still_offered_to_a_one_gpu_job_behind_the_head(policy):
+    # A (31 GPUs) leaves one GPU free; the head B (8) waits for A; C (1 GPU, 1 h) backfills
+    wl = workload(job(gpus=31, hours=10), job(gpus=8, hours=2, submit_h=1),
+                  job(gpus=1, hours=1, submit_h=2), tenants=AMPLE)
+    e = run_engine(small_plan(4), wl, policy=policy, until_h=3)
+    assert start_h(e.runs[2]) == 2.0 and e.counters["backfilled"] == 1
+
+
+def test_a_gang_too_large_for_the_free_gpus_does_not_stop_backfill_behind_it():
+    # A (24) leaves 8 free; B (32) waits for A; D (16) cannot fit in 8; C (8, 1 h) behind D can
+    a, b, c = blocked_head(small_hours=1).jobs
+    wl = workload(a, b, job(gpus=16, hours=1, submit_h=1.5, name="D"), c)
+    e = run_engine(small_plan(4), wl, policy="backfill", until_h=3)
+    assert e.runs[2].state == QUEUED and start_h(e.runs[3]) == 2.0
+
+
+def test_backfill_goes_on_after_a_backfilled_job_leaves_a_single_gpu_free():
+    # A (24) leaves 8 free; B (16) waits for A.  At 2 h X (7 GPUs, 1 h) backfills, which leaves
+    # one GPU: C (1 GPU, 1 h) behind X backfills too
+    wl = workload(job(gpus=24, hours=10), job(gpus=16, hours=2, submit_h=1),
+                  job(gpus=7, hours=1, submit_h=2, name="X"),
+                  job(gpus=1, hours=1, submit_h=2, name="C"))
+    e = run_engine(small_plan(4), wl, policy="backfill", until_h=2.5)
+    assert [start_h(r) for r in e.runs[2:]] == [2.0, 2.0]
+    assert e.counters["backfilled"] == 2
+
+
+@pytest.mark.parametrize("behind", [499, 500])
+def test_backfill_tests_at_most_the_policys_depth_of_gangs_behind_the_head(behind):
+    # Slurm's bf_max_job_test: the short job S, behind `behind` long 1-GPU jobs that would
+    # delay the head, is tested (and starts) only if it is within the first 500
+    depth = get_policy("backfill").backfill_depth
+    assert depth == 500
+    longs = [job(gpus=1, hours=20, submit_h=2) for _ in range(behind)]
+    wl = workload(job(gpus=24, hours=10), job(gpus=32, hours=2, submit_h=1), *longs,
+                  job(gpus=1, hours=1, submit_h=2, name="S"))
+    e = run_engine(small_plan(4), wl, policy="backfill", until_h=2.5)
+    s = e.runs[-1]
+    if behind < depth:
+        assert start_h(s) == 2.0 and e.counters["backfill_depth_stops"] == 0
+    else:
+        assert s.state == QUEUED and e.counters["backfill_depth_stops"] == 1
+    assert all(r.state == QUEUED for r in e.runs[2:-1])
+
+
+def test_a_gang_that_already_ran_is_estimated_with_its_restart_when_backfilling():
+    # L (8, priority 0, 3 h of work) runs from 0; A (24, priority 5) ends at 4.025 h.  H
+    # (priority 10) evicts L at 1 h (its checkpoint at 1 h is kept: 2 h of work left) and ends
+    # at 2 h.  B (32, priority 1) waits for A.  L would end at 2 h + 180 s (relaunch) + 2 h =
+    # 4.05 h, after B's reserved start: it must not backfill (without the restart it would)
+    wl = workload(job(gpus=8, hours=3, name="L"),
+                  job(gpus=24, hours=4.025, priority=5, submit_h=0.001, name="A"),
+                  job(gpus=8, hours=1, submit_h=1, priority=10, name="H"),
+                  job(gpus=32, hours=1, submit_h=1.5, priority=1, name="B"))
+    e = run_engine(small_plan(4), wl, policy="default", until_h=3)
+    low, a, high, b = e.runs
+    assert low.preemptions == 1 and start_h(high) == 1.0 and high.state == DONE
+    assert low.state == QUEUED and b.state == QUEUED
 
 
 def test_backfill_does_not_let_a_long_job_pass_when_it_would_delay_the_head():
@@ -81,6 +163,100 @@ def test_backfill_counts_the_checkpoint_writes_of_a_job_that_has_not_started_yet
     assert c.write_s == pytest.approx(600.0)
     assert head.reserved_start == 10 * HOUR
     assert head.first_start <= head.reserved_start + 1e-6  # was 11.07 h: writes not estimated
+
+
+def test_the_gpus_the_head_will_not_need_are_lent_to_one_long_job_not_to_every_one():
+    # 48 GPUs: A (32) runs 0-10 h; the head B needs 40, so at 10 h it leaves 8 spare.  C and D
+    # (8 GPUs, 20 h each) arrive at 2 h with 16 GPUs free: C takes the 8 spare ones, D would
+    # take 8 of B's and must wait.  E (8 GPUs, 1 h), behind D, ends long before 10 h: it may
+    # pass D and take the last 8
+    wl = workload(job(gpus=32, hours=10), job(gpus=40, hours=2, submit_h=1),
+                  job(gpus=8, hours=20, submit_h=2, name="C"),
+                  job(gpus=8, hours=20, submit_h=2, name="D"),
+                  job(gpus=8, hours=1, submit_h=2, name="E"))
+    e = run_engine(small_plan(6), wl, policy="backfill", until_h=2.5)
+    a, b, c, d, e_ = e.runs
+    assert start_h(c) == 2.0 and d.state == QUEUED and start_h(e_) == 2.0
+    assert e.counters["backfilled"] == 2
+    e.run_until(11 * HOUR)
+    assert start_h(b) == 10.0
+
+
+def test_the_heads_reservation_counts_only_gpus_of_models_it_accepts():
+    # H100 x 3 nodes and MI300X x 2.  A (16, NVIDIA) runs 0-10 h, X (16, AMD) ends before 3 h.
+    # The head B (24, NVIDIA) can start only when A ends (10 h), whatever X does, so C
+    # (8 GPUs, NVIDIA, 5 h) may backfill at 2 h: it ends at 7 h
+    nvidia, amd = Requirement(vendors=("NVIDIA",)), Requirement(vendors=("AMD",))
+    plan = small_plan(groups=(NodeGroup("H100-SXM", 3), NodeGroup("MI300X", 2)))
+    wl = workload(job(gpus=16, hours=10, requirement=nvidia),
+                  job(gpus=16, hours=3, requirement=amd, name="X"),
+                  job(gpus=24, hours=2, submit_h=1, requirement=nvidia),
+                  job(gpus=8, hours=5, submit_h=2, requirement=nvidia, name="C"))
+    e = run_engine(plan, wl, policy="backfill", until_h=11)
+    a, x, b, c = e.runs
+    assert start_h(c) == 2.0 and e.counters["backfilled"] == 1
+    assert start_h(b) == 10.0
+
+
+def test_a_job_that_never_ran_is_estimated_without_a_restart_and_may_end_just_before_the_head():
+    # C ends 60 s before the head's reserved start at 10 h; a job that has not started pays no
+    # restart (relaunch alone is 180 s), so it backfills
+    e = run_engine(small_plan(4), blocked_head(small_hours=8 - 60 / HOUR), policy="backfill",
+                   until_h=3)
+    a, b, c = e.runs
+    assert start_h(c) == 2.0 and e.counters["backfilled"] == 1
+
+
+def test_a_job_ending_exactly_at_the_heads_reserved_start_may_backfill():
+    e = run_engine(small_plan(4), blocked_head(small_hours=8), policy="backfill", until_h=3)
+    a, b, c = e.runs
+    assert c.end_s is None and start_h(c) == 2.0
+
+
+def test_every_job_that_backfills_is_counted():
+    wl = workload(job(gpus=16, hours=10), job(gpus=32, hours=2, submit_h=1),
+                  job(gpus=8, hours=1, submit_h=2), job(gpus=8, hours=1, submit_h=2.5))
+    e = run_engine(small_plan(4), wl, policy="backfill", until_h=3)
+    assert [start_h(r) for r in e.runs[2:]] == [2.0, 2.5]
+    assert e.counters["backfilled"] == 2
+
+
+def test_switching_policy_schedules_at_once_without_waiting_for_an_event():
+    # FIFO keeps C (1 h) behind the blocked head; at 3 h nothing happens until A ends at
+    # 10 h, but switching to backfill lets C start right away
+    e = run_engine(small_plan(4), blocked_head(small_hours=1), policy="fifo", until_h=3)
+    a, b, c = e.runs
+    assert c.state == QUEUED
+    e.command("set_policy", name="backfill")
+    e.run_until(3.5 * HOUR)
+    assert start_h(c) == 3.0
+
+
+@pytest.mark.parametrize("policy", ["backfill", "topology-aware"])
+def test_free_gpus_that_a_waiting_gang_cannot_use_for_their_shape_are_booked_fragmented(policy):
+    # two nodes, each half taken by a 10-h gang; the other halves free up at 1 h.  h (8 GPUs,
+    # a whole node) waits: the 8 free GPUs are fragmented, not idle.  With backfill, h2 (16)
+    # and h3 (8, another tenant) have h's shape and are skipped once it failed: that must not
+    # undo it; without backfill the pass stops at the blocked head
+    wl = workload(job(gpus=4, hours=10, name="k0"), job(gpus=4, hours=1, submit_h=0.001),
+                  job(gpus=4, hours=10, submit_h=0.002, name="k1"),
+                  job(gpus=4, hours=1, submit_h=0.003),
+                  job(gpus=8, hours=1, submit_h=0.5, name="h"),
+                  job(gpus=16, hours=1, submit_h=0.6, name="h2"),
+                  job(gpus=4, hours=1, submit_h=5, name="small"),
+                  job(gpus=8, hours=1, submit_h=0.7, tenant="other", name="h3"))
+    e = run_engine(small_plan(2), wl, policy=policy, until_h=5)
+    assert [r.placement.nodes.tolist() for r in e.runs[:4]] == [[0], [0], [1], [1]]
+    assert all(e.runs[i].state == QUEUED for i in (4, 5, 7))
+    hours = e.ledger.gpu_hours()
+    assert hours["fragmented"] == pytest.approx(8 * (5 - 1.003), abs=1e-6)
+    # idle: while the four half-node gangs start (12, 8, 4 GPUs for 1 ms each) and while only
+    # one half is free (4 GPUs from 1.001 h to 1.003 h): h does not fit in 4 GPUs at all
+    assert hours["idle"] == pytest.approx((12 + 8 + 4) * 0.001 + 4 * 0.002, abs=1e-6)
+    if policy == "backfill":
+        # a later small job is still considered after the skipped h2: it fits in half a node
+        e.run_until(5.5 * HOUR)
+        assert start_h(e.runs[6]) == 5.0
 
 
 # ------------------------------------------------------------------ fair share
@@ -125,6 +301,108 @@ def test_fifo_on_the_same_workload_serves_the_earlier_submission():
     assert start_h(e.runs[3]) == 2.0 and e.runs[4].state == QUEUED
 
 
+def test_fair_share_serves_a_job_within_its_tenants_quota_before_one_beyond_it():
+    # quotas: a 0, b 32.  b runs 24 GPUs (0-10 h) and 8 more until 1 h.  a1 (a has nothing
+    # running: DRF share 0, and it was submitted first) and b2 (within b's quota) wait; at 1 h
+    # 8 GPUs free up and b2 gets them
+    tenants = (Tenant("a", 0), Tenant("b", 32))
+    wl = workload(job(gpus=24, hours=10, tenant="b"), job(gpus=8, hours=1, tenant="b"),
+                  job(gpus=8, hours=5, submit_h=0.5, tenant="a", name="a1"),
+                  job(gpus=8, hours=5, submit_h=0.6, tenant="b", name="b2"),
+                  tenants=tenants)
+    e = run_engine(small_plan(4), wl, policy="fair-share", until_h=1.5)
+    a1, b2 = e.runs[2], e.runs[3]
+    assert start_h(b2) == 1.0 and a1.state == QUEUED
+
+
+@pytest.mark.parametrize("heavy", [{"cpu_per_gpu": 20.0}, {"ram_gb_per_gpu": 448.0}])
+def test_fair_share_ranks_tenants_by_their_dominant_resource_not_only_gpus(heavy):
+    # 32 GPUs, 448 cores, 8192 GB.  Node 0 holds "hungry" (4 GPUs, a GPU share of 0.125, but
+    # 80 cores or 1792 GB: a share of 0.18 or 0.22) and "plain" (4 GPUs, 8 cores and 64 GB
+    # each: 0.125).  Both have an 8-GPU job waiting when node 3 frees up: plain's dominant
+    # share is the smaller, so its job goes first although hungry's was submitted earlier
+    tenants = (Tenant("hungry", 1), Tenant("plain", 1))
+    wl = workload(job(gpus=4, hours=10, tenant="hungry", **heavy),
+                  job(gpus=4, hours=10, tenant="plain", submit_h=0.01),
+                  job(gpus=16, hours=10, tenant="other", submit_h=0.02),
+                  job(gpus=8, hours=1, tenant="other", submit_h=0.03),
+                  job(gpus=8, hours=5, submit_h=0.5, tenant="hungry", name="hungry-2"),
+                  job(gpus=8, hours=5, submit_h=0.6, tenant="plain", name="plain-2"),
+                  tenants=tenants)
+    e = run_engine(small_plan(4), wl, policy="fair-share", until_h=1.5)
+    assert [r.placement.nodes.tolist() for r in e.runs[:4]] == [[0], [0], [1, 2], [3]]
+    hungry2, plain2 = e.runs[4], e.runs[5]
+    assert start_h(plain2) == 1.03 and hungry2.state == QUEUED
+
+
+def test_without_given_quotas_the_gpus_are_split_by_weight():
+    # weights 1 and 3 on 32 GPUs: quotas 8 and 24.  a runs 16 (a1 within, a2 beyond: borrowed)
+    # and b 16; b's next 8 GPUs are within its 24, so b2 reclaims a2's GPUs
+    tenants = (Tenant("a", 0, 1.0), Tenant("b", 0, 3.0))
+    wl = workload(job(gpus=8, hours=10, tenant="a", name="a1"),
+                  job(gpus=8, hours=10, tenant="a", submit_h=0.01, name="a2"),
+                  job(gpus=16, hours=10, tenant="b", submit_h=0.02, name="b1"),
+                  job(gpus=8, hours=1, tenant="b", submit_h=1, name="b2"),
+                  tenants=tenants)
+    e = run_engine(small_plan(4), wl, policy="fair-share", until_h=1.5)
+    a1, a2, b1, b2 = e.runs
+    assert (a1.preemptions, a2.preemptions, b1.preemptions) == (0, 1, 0)
+    assert start_h(b2) == 1.0
+
+
+def test_a_tenant_the_workload_does_not_list_weighs_one_in_the_split():
+    # "a" is listed with weight 1, "b" is not: 16 GPUs each.  b runs 16 within its share and
+    # 8 beyond it (borrowed); a's second 8 GPUs are within its 16 and reclaim them
+    tenants = (Tenant("a", 0, 1.0),)
+    wl = workload(job(gpus=16, hours=10, tenant="b", name="b1"),
+                  job(gpus=8, hours=10, tenant="b", submit_h=0.01, name="b2"),
+                  job(gpus=8, hours=10, tenant="a", submit_h=0.02, name="a1"),
+                  job(gpus=8, hours=1, tenant="a", submit_h=1, name="a2"),
+                  tenants=tenants)
+    e = run_engine(small_plan(4), wl, policy="fair-share", until_h=1.5)
+    b1, b2, a1, a2 = e.runs
+    assert (b1.preemptions, b2.preemptions, a1.preemptions) == (0, 1, 0)
+    assert start_h(a2) == 1.0
+
+
+def test_the_split_quotas_share_out_the_schedulable_gpus_not_the_hot_spares():
+    # 4 nodes, one a hot spare: 24 schedulable GPUs, so two tenants of equal weight get 12
+    # each.  b's 16-GPU job is beyond that (borrowed): a's next 4 GPUs (8 + 4 <= 12) are
+    # within a's quota and reclaim it
+    wl = workload(job(gpus=16, hours=10, tenant="b", name="b1"),
+                  job(gpus=8, hours=10, tenant="a", submit_h=0.01, name="a1"),
+                  job(gpus=4, hours=1, tenant="a", submit_h=1, name="a2"))
+    e = run_engine(small_plan(4, spares=1), wl, policy="fair-share", until_h=1.5)
+    b1, a1, a2 = e.runs
+    assert b1.preemptions == 1 and start_h(a2) == 1.0
+
+
+def test_a_tenant_without_a_quota_borrows_every_gpu_it_uses():
+    # quotas given for "a" only: "x" has none, so even its 1-GPU gang is borrowed and a's job
+    # within quota reclaims it
+    tenants = (Tenant("a", 32),)
+    wl = workload(job(gpus=1, hours=10, tenant="x", name="x1"),
+                  job(gpus=24, hours=10, tenant="a", submit_h=0.01),
+                  job(gpus=7, hours=10, tenant="a", submit_h=0.02),
+                  job(gpus=1, hours=1, tenant="a", submit_h=1, name="a-last"),
+                  tenants=tenants)
+    e = run_engine(small_plan(4), wl, policy="fair-share", until_h=1.5)
+    assert e.runs[0].preemptions == 1 and start_h(e.runs[3]) == 1.0
+
+
+def test_a_job_submitted_live_for_a_new_tenant_borrows_and_can_be_reclaimed():
+    tenants = (Tenant("a", 16), Tenant("b", 16))
+    wl = workload(job(gpus=16, hours=10, tenant="b"),
+                  job(gpus=16, hours=1, submit_h=1, tenant="a", name="a1"), tenants=tenants)
+    e = run_engine(small_plan(4), wl, policy="fair-share", until_h=0.25)
+    e.command("submit_job", job=job(gpus=16, hours=10, tenant="newcomer", name="new"))
+    e.run_until(0.5 * HOUR)
+    new = e.runs[2]
+    assert new.spec.name == "new" and start_h(new) == 0.25
+    e.run_until(1.5 * HOUR)
+    assert new.preemptions == 1 and start_h(e.runs[1]) == 1.0
+
+
 # ------------------------------------------------------------------ preemption
 def test_a_high_priority_job_preempts_a_lower_priority_gang_which_resumes_from_its_checkpoint():
     # L: 32 GPUs, 10 h of compute, a checkpoint every hour (writes take no time here)
@@ -155,6 +433,7 @@ def test_a_gang_younger_than_ten_minutes_is_not_preempted():
     wl = workload(job(gpus=32, hours=10), job(gpus=16, hours=1, submit_h=0.1, priority=10))
     e = run_engine(small_plan(4), wl, policy="default", until_h=0.12)
     assert e.counters["preemptions"] == 0
+    assert e.runs[0].state == RUNNING and e.runs[1].state == QUEUED
 
 
 def test_gangs_are_preempted_only_for_a_gang_that_then_runs():
@@ -167,13 +446,19 @@ def test_gangs_are_preempted_only_for_a_gang_that_then_runs():
                   job(gpus=16, hours=1, submit_h=1.5, priority=10, affinity="pod", name="h"))
     e = run_engine(small_plan(4), wl, policy="default", until_h=0.05)
     assert [int(r.placement.nodes[0]) for r in e.runs[:4]] == [0, 1, 2, 3]
-    e.run_until(3 * HOUR)
-    high = e.runs[4]
-    preempted = [r.spec.name for r in e.runs if r.preemptions]
-    # with l1 and m1 (pod 0) gone h runs at once; m1 (priority 5) then evicts l2 (priority 0)
-    assert not preempted or high.first_start == pytest.approx(1.5 * HOUR), \
-        f"{preempted} evicted for a job that waits"
-    assert e.free_counts()[0].sum() == 0 or not e.queue
+    e.run_until(2 * HOUR)
+    l1, m1, l2, m2, high = e.runs
+    # l1 and m1 (pod 0) make room for h, which starts at once; m1 (priority 5) then evicts l2
+    # (priority 0) and restarts on its node at the same instant.  Evicting l1 and l2 (the two
+    # cheapest, but in different pods) would have left h waiting.
+    assert {r.spec.name: r.preemptions for r in e.runs} == {
+        "l1": 1, "m1": 1, "l2": 1, "m2": 0, "h": 0}
+    assert start_h(high) == 1.5 and pods_spanned(e.state, high.placement) == 1
+    assert m1.state == RUNNING and m1.placement.nodes.tolist() == [2]
+    assert l1.state == QUEUED and l2.state == QUEUED
+    e.run_until(3 * HOUR)  # h is done: l1 and l2 return to pod 0, nobody else is evicted
+    assert high.state == DONE and l1.state == RUNNING and l2.state == RUNNING
+    assert e.counters["preemptions"] == 3
 
 
 def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_pod():
@@ -191,15 +476,19 @@ def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_po
 
 
 def test_preemption_evicts_no_more_gangs_than_the_preemptor_needs():
-    # v1 (8 GPUs) is younger than v2 (16 GPUs); h needs 16: evicting v2 alone is enough
+    # v1 (8 GPUs) is younger than v2 (16 GPUs), so it is the first candidate; h needs 16:
+    # once v2 is chosen v1 is unnecessary and must not be evicted (evicted, it would restart
+    # at once beside h, so only its preemption count shows the difference)
     wl = workload(job(gpus=16, hours=10, name="v2"), job(gpus=8, hours=10, priority=5, name="m"),
                   job(gpus=8, hours=10, submit_h=0.1, name="v1"),
                   job(gpus=16, hours=1, submit_h=1, priority=10, name="h"))
     e = run_engine(small_plan(4), wl, policy="default", until_h=1.5)
     v2, m, v1, high = e.runs
-    assert high.state == RUNNING and v2.preemptions == 1
-    assert v1.state == RUNNING  # was evicted too, then queued beside 8 idle GPUs till 2 h
-    assert e.free_counts()[0].sum() == 0
+    assert high.state == RUNNING and start_h(high) == 1.0
+    assert (v2.preemptions, v1.preemptions, m.preemptions) == (1, 0, 0)
+    assert e.counters["preemptions"] == 1
+    assert v1.state == RUNNING and v1.first_start == 0.1 * HOUR
+    assert int(e.state.node_free.sum()) == 0
 
 
 def quota_run(reclaimer_gpus: int):
@@ -232,6 +521,16 @@ def test_the_registry_refuses_a_duplicate_name():
         register(Policy("fifo", "an impostor", submit_order))
     assert REGISTRY == before
     assert REGISTRY["fifo"].description != "an impostor"
+
+
+def test_a_registered_policy_is_selected_by_its_name():
+    mine = Policy("test-lifo", "last come, first served", lambda run, ctx: (-run.spec.submit_s,))
+    try:
+        assert register(mine) is mine
+        assert get_policy("test-lifo") is mine
+        assert get_policy("test-lifo", placement="topology").placement == "topology"
+    finally:
+        REGISTRY.pop("test-lifo", None)
 
 
 def test_an_unknown_policy_name_gives_an_error_listing_the_names():

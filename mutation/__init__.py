@@ -1,0 +1,1 @@
+"""Mutation testing helpers (``make mutation``; see docs/mutation.md)."""
