@@ -26,10 +26,15 @@ def _cost(victims: list[JobRun]) -> tuple:
 
 def _fill(need: int, free: int, ordered: list[tuple[JobRun, int]]) -> list[JobRun] | None:
     """Cheapest-first ``(victim, GPUs it frees)`` until ``free`` plus theirs reaches ``need``,
-    pruned of any that a later, larger victim made unnecessary; ``None`` if not enough."""
+    pruned of any that a later, larger victim made unnecessary; ``None`` if not enough.
+
+    The gang is waiting, so when the free GPUs add up to its size they are fragmented: then
+    the cheapest victim is taken anyway (its GPUs may be the ones that complete a fit; the
+    trial placement decides).
+    """
     chosen, pool = [], free
     for v, g in ordered:
-        if pool >= need:
+        if pool >= need and chosen:
             break
         chosen.append((v, g))
         pool += g

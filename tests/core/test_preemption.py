@@ -253,9 +253,6 @@ def test_nobody_is_evicted_for_a_gang_that_the_eviction_would_not_let_start():
     assert preempted(e) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: when the free GPUs already add up to the gang's size (but are fragmented), _fill "
-    "returns an empty victim set, which candidate_sets drops, so no victim is ever tried"))
 def test_a_gang_blocked_only_by_fragmentation_evicts_a_lower_priority_gang():
     # node 0: k0 (4, priority 20) and 4 free GPUs; node 1: v (4, priority 0) and 4 free.  h
     # (8 GPUs, priority 10) sees 8 free GPUs but no whole node; evicting v frees node 1, so h
@@ -265,11 +262,14 @@ def test_a_gang_blocked_only_by_fragmentation_evicts_a_lower_priority_gang():
                   job(gpus=4, hours=10, submit_h=0.002, name="v"),
                   job(gpus=4, hours=1, submit_h=0.003, name="f1"),
                   job(gpus=8, hours=1, submit_h=1.5, priority=10, name="h"))
-    e = run_engine(small_plan(2), wl, policy="default", until_h=2)
+    e = run_engine(small_plan(2), wl, policy="default", until_h=1.4)
     g = by_name(e)
     assert nodes(g["k0"]) == [0] and nodes(g["v"]) == [1]
+    e.run_until(2 * HOUR)
     assert preempted(e) == {"v": 1}
     assert g["h"].first_start == pytest.approx(1.5 * HOUR) and nodes(g["h"]) == [1]
+    # and v restarts at once on the four GPUs left beside k0
+    assert g["v"].state == "running" and nodes(g["v"]) == [0]
 
 
 def test_a_pod_affine_gang_passes_over_a_cheaper_victim_set_that_leaves_no_room_in_its_pod():
