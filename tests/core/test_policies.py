@@ -573,3 +573,46 @@ def test_topology_aware_beats_first_fit_on_mean_pod_span_in_a_fragmented_cluster
     assert topo == [1, 1, 1, 1]
     assert naive == [2, 2, 1, 2]  # first fit: {1,2}, {3,5}, {6,7}, {9,10}
     assert np.mean(topo) < np.mean(naive)
+
+
+# ------------------------------------------------------------------ what a pass remembers
+def test_free_gpus_behind_a_gang_that_cannot_use_them_are_booked_fragmented_from_its_arrival():
+    # node 0: j0 (4 GPUs, 10 h) and j1 (4, 1 h); node 1: j2 (4, 10 h).  When j1 ends at 1 h,
+    # 8 GPUs are free but on two nodes; the 8-GPU j3 arrives at 1.5 h and cannot use them.
+    # Arriving changes no GPU, so only the pass's verdict tells the books: 8 GPUs x 1 h
+    # fragmented by 2.5 h; idle: node 1's other 4 GPUs for the first hour, then 8 x 0.5 h
+    wl = workload(job(gpus=4, hours=10), job(gpus=4, hours=1), job(gpus=4, hours=10),
+                  job(gpus=8, hours=1, submit_h=1.5))
+    e = run_engine(small_plan(2), wl, policy="fifo", until_h=2.5)
+    assert e.runs[3].state == QUEUED
+    led = e.horizon_ledger().gpu_hours()
+    assert led["fragmented"] == pytest.approx(8.0, abs=1e-9)
+    assert led["idle"] == pytest.approx(4.0 + 4.0, abs=1e-9)
+
+
+def test_a_drill_that_moves_no_gpu_still_wakes_the_scheduler():
+    e = run_engine(small_plan(2), workload(job(gpus=8, hours=5), job(gpus=16, hours=1)),
+                   until_h=1)
+    before = e.counters["passes"]
+    e.command("drill", kind="storage_slowdown", factor=0.5, duration_s=600)
+    assert e.counters["passes"] == before + 1
+    e.command("drill", kind="storage_slowdown", factor=0.5, duration_s=600)
+    assert e.counters["passes"] == before + 2
+
+
+def test_a_queued_gangs_backfill_estimate_follows_a_storage_slowdown():
+    from scheduler.scheduling.passes import SchedulingPass
+    from tests.core.factories import central_storage
+    # 64 GPUs of 128 on the central tier's 100 GB/s write: 50 GB/s, so an 800 GB checkpoint
+    # takes 16 s, and 32 s at half the bandwidth; a 2 h job checkpointing hourly writes once
+    plan = small_plan(16, storage=central_storage(100.0))
+    e = run_engine(plan, workload(job(gpus=128, hours=5),
+                                  job(gpus=64, hours=2, checkpoint_gb=800.0,
+                                      checkpoint_interval_s=3600.0, submit_h=0.1)),
+                   policy="backfill", until_h=0.5)
+    queued = e.runs[1]
+    assert queued.state == QUEUED
+    estimate = SchedulingPass(e.scheduler)._estimate_s
+    assert estimate(queued) == pytest.approx(2 * 3600 + 16.0)
+    e.jobs.costs.scale_storage(0.5)
+    assert estimate(queued) == pytest.approx(2 * 3600 + 32.0)
