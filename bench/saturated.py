@@ -53,6 +53,11 @@ def main() -> None:
         ("scheduling passes", f"{s['passes']:,}"),
         ("placement decisions", f"{s['placement_decisions']:,}"),
         ("backfill depth stops", f"{engine.counters['backfill_depth_stops']:,}"),
+        ("passes skipped (head unchanged)", f"{engine.counters.get('passes_skipped', 0):,}"),
+        ("answered from the no-fit memory", f"{engine.counters.get('known_not_to_fit', 0):,}"),
+        ("preemption trial placements", f"{engine.counters.get('trial_placements', 0):,}"),
+        ("preemptions", f"{engine.counters.get('preemptions', 0):,}"),
+        ("MFU achieved", f"{r['mfu']['achieved'] * 100:.2f} %"),
         ("scheduler wall seconds", f"{s['wall_seconds']:.1f}"),
         ("decisions per second", f"{s['decisions_per_second']:,}"),
     ]

@@ -55,6 +55,9 @@ def main() -> None:
         old = Path(tmp) / "tree"
         subprocess.run(["git", "worktree", "add", "--detach", str(old), opts.ref], cwd=ROOT,
                        check=True, capture_output=True)
+        shared = ROOT.parent / "shared"  # the design, figures and traces sit beside the tree
+        if shared.is_dir():
+            (Path(tmp) / "shared").symlink_to(shared)
         # the same benchmark code on both sides (a new benchmark may not exist back then)
         shutil.copy2(ROOT / "bench" / f"{opts.module}.py", old / "bench" / f"{opts.module}.py")
         try:

@@ -78,7 +78,8 @@ class JobRun:
         "gids", "model", "rate", "seg_start", "restart_s", "write_s", "interval_s", "event",
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
-        "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk", "end_key")
+        "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk", "end_key",
+        "gpus")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -115,10 +116,7 @@ class JobRun:
         self.detect_s = 0.0
         self.restore_from_disk = False
         self.end_key: tuple | None = None  # its entry in the lifecycle's index of ends
-
-    @property
-    def gpus(self) -> int:
-        return self.spec.gpus
+        self.gpus: int = spec.gpus  # the gang's size (read in every pass: a plain slot)
 
     def need_s(self) -> float:
         """Compute seconds still to do at the current (possibly slowed) rate."""

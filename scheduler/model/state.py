@@ -73,6 +73,7 @@ class ClusterState:
         self.model_mask = [self.node_model == m for m in range(len(plan.models))]
 
         self.node_free = self.node_gpus.copy()
+        self.node_whole = np.ones(self.node_gpus.size, dtype=bool)  # node_free == node_gpus
         self.node_free_cpu = self.node_cpu.copy()
         self.node_free_ram = self.node_ram.copy()
         self.node_free_nic = self.node_nic.copy()
@@ -88,6 +89,10 @@ class ClusterState:
         self.model_gpus = np.bincount(self.node_model, weights=self.node_gpus,
                                       minlength=self.n_models).astype(np.int64)
         self.version = 0
+        self.flags_version = 0  # bumped by every change of node flags (up, drained, spare)
+        # per model, bumped whenever capacity there can grow (GPUs released, a node becomes
+        # schedulable): until it moves, a gang that did not fit on that model still does not
+        self.grown = [0] * self.n_models
         # free GPUs by node category (0 schedulable, 1 hot spare, 2 down or drained) and model,
         # kept up to date by every change instead of recounted
         self._cat = self._categories(slice(None))
@@ -148,6 +153,7 @@ class ClusterState:
         """Change node status; the only way to, so the schedulable mask and the free counts
         stay current."""
         self.version += 1
+        self.flags_version += 1
         idx = np.arange(self.node_up.size)[nodes]
         if up is not None:
             self.node_up[idx] = up
@@ -159,6 +165,8 @@ class ClusterState:
         old, new = self._cat[idx], self._categories(idx)
         moved = old != new
         if moved.any():
+            for g in np.unique(self.node_model[idx[moved & (new == 0)]]).tolist():
+                self.grown[g] += 1
             m, free = self.node_model[idx[moved]], self.node_free[idx[moved]]
             np.subtract.at(self._counts, (old[moved], m), free)
             np.add.at(self._counts, (new[moved], m), free)
@@ -198,6 +206,7 @@ class ClusterState:
         self.version += 1
         self.gpu_owner[gids] = owner
         self.node_free[nodes] -= counts
+        self.node_whole[nodes] = False
         self.node_free_cpu[nodes] -= counts * cpu_per_gpu
         self.node_free_ram[nodes] -= counts * ram_gb_per_gpu
         self.node_free_nic[nodes] -= counts * nic_gbps_per_gpu
@@ -219,6 +228,7 @@ class ClusterState:
         self.version += 1
         self.gpu_owner[gids] = owner
         self.node_free[n] -= c
+        self.node_whole[n] = False
         self.node_free_cpu[n] -= c * cpu
         self.node_free_ram[n] -= c * ram
         self.node_free_nic[n] -= c * nic
@@ -238,17 +248,20 @@ class ClusterState:
             return
         nodes = np.concatenate([p.nodes for p, *_ in allocations])
         counts = np.concatenate([p.counts for p, *_ in allocations])
-        per = np.concatenate([np.repeat(np.array([[c, r, n]], dtype=float), p.nodes.size, 0)
-                              for p, c, r, n in allocations])
+        per = np.repeat(np.array([[c, r, n] for _, c, r, n in allocations], dtype=float),
+                        [p.nodes.size for p, *_ in allocations], axis=0)
         columns = (self.node_free_cpu, self.node_free_ram, self.node_free_nic)
         saved = [self.node_free[nodes].copy()] + [col[nodes].copy() for col in columns]
         np.add.at(self.node_free, nodes, counts)
+        saved_whole = self.node_whole[nodes].copy()
+        self.node_whole[nodes] = self.node_free[nodes] == self.node_gpus[nodes]
         for k, col in enumerate(columns):
             np.add.at(col, nodes, counts * per[:, k])
         try:
             yield
         finally:
             self.node_free[nodes] = saved[0]
+            self.node_whole[nodes] = saved_whole
             for col, before in zip(columns, saved[1:], strict=True):
                 col[nodes] = before
 
@@ -258,9 +271,20 @@ class ClusterState:
         if np.any(self.gpu_owner[gids] != owner):
             raise ValueError(f"allocation {owner} does not hold all of the GPUs it releases")
         self.version += 1
+        self.grown[placement.model] += 1
         self.gpu_owner[gids] = FREE
         nodes, counts = placement.nodes, placement.counts
+        if nodes.size == 1:  # scalars: most gangs and replicas hold one node
+            n, c = int(nodes[0]), int(counts[0])
+            self.node_free[n] += c
+            self.node_whole[n] = self.node_free[n] == self.node_gpus[n]
+            self.node_free_cpu[n] += c * cpu_per_gpu
+            self.node_free_ram[n] += c * ram_gb_per_gpu
+            self.node_free_nic[n] += c * nic_gbps_per_gpu
+            self._counts[self._cat[n], self.node_model[n]] += c
+            return
         self.node_free[nodes] += counts
+        self.node_whole[nodes] = self.node_free[nodes] == self.node_gpus[nodes]
         self.node_free_cpu[nodes] += counts * cpu_per_gpu
         self.node_free_ram[nodes] += counts * ram_gb_per_gpu
         self.node_free_nic[nodes] += counts * nic_gbps_per_gpu

@@ -171,7 +171,9 @@ class InferenceFleet:
     def _shrink(self, s: ServiceRun, target: int) -> None:
         j = s.spec
         # borrowed replicas go back first, newest first
-        order = sorted(range(len(s.replicas)), key=lambda k: (not s.replicas[k].borrowed, -k))
+        newest = range(len(s.replicas) - 1, -1, -1)
+        order = ([k for k in newest if s.replicas[k].borrowed]
+                 + [k for k in newest if not s.replicas[k].borrowed])
         drop = set(order[:len(s.replicas) - target])
         for k in drop:
             r = s.replicas[k]

@@ -13,7 +13,6 @@ the fabric/storage/power physics when it is on, the failure engine's slowdowns w
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -37,6 +36,7 @@ from scheduler.reliability.checkpoint import CheckpointCosts, daly_interval, dis
 from scheduler.reliability.failures import job_failure_rate
 from scheduler.scheduling.admission import Admission
 from scheduler.scheduling.queue_index import QueueIndex
+from scheduler.scheduling.running_index import RunningIndex
 from scheduler.scheduling.tenants import TenantBook
 from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import TrainingJob
@@ -87,10 +87,12 @@ class JobLifecycle:
         self.index = QueueIndex()
         # (when its GPUs free up, GPUs, run) of every running or draining gang, per model
         self._ends = [SortedList() for _ in range(state.n_models)]
-        # priorities of the running gangs, and running gangs on borrowed quota per tenant:
-        # preemption asks these before it looks at every running gang
-        self._priorities = SortedList()
-        self._borrowing: Counter = Counter()
+        # running gangs by model and priority, borrowers by tenant: what preemption asks
+        self.holders = RunningIndex()
+        # running gangs that started, or changed state or segment, in order (preemption's
+        # memo of a failed attempt reads only what is new here); positions are absolute
+        self._moved: list[JobRun] = []
+        self._moved_base = 0
         self.counters = {"placements": 0, "preemptions": 0}
         self.lend_loss_gpu_s = 0.0
         self.speed_model = None
@@ -212,11 +214,10 @@ class JobLifecycle:
         self._open_segment(run, run.restart_s)
         self._dequeue(run)
         self.running[run.idx] = run
-        self._priorities.add(j.priority)
-        if run.borrowed:
-            self._borrowing[j.tenant] += 1
+        self.holders.add(run)
         self.tenants.add(run, +1)
         self.counters["placements"] += 1
+        self._note_moved(run)
 
     def _open_segment(self, run: JobRun, restart_s: float) -> None:
         now = self.ctx.now
@@ -235,17 +236,36 @@ class JobLifecycle:
             run.end_key = (t, run.gpus, run.idx)
             self._ends[run.model].add(run.end_key)
 
+    def _note_moved(self, run: JobRun) -> None:
+        self._moved.append(run)
+        if len(self._moved) > 65_536:  # forget the older half: older marks read as expired
+            del self._moved[:32_768]
+            self._moved_base += 32_768
+
+    def moved_mark(self) -> int:
+        """A position in the log of running gangs that started or changed (for
+        :meth:`moved_since`)."""
+        return self._moved_base + len(self._moved)
+
+    def moved_since(self, mark: int) -> list[JobRun] | None:
+        """Running gangs that started or changed since ``mark``; ``None`` if forgotten."""
+        if mark < self._moved_base:
+            return None
+        return self._moved[mark - self._moved_base:]
+
     def lowest_running_priority(self) -> float:
         """The lowest priority of a gang holding GPUs (infinity if none does)."""
-        return self._priorities[0] if self._priorities else float("inf")
+        return self.holders.lowest_priority()
 
     def borrowers_besides(self, tenant: str) -> int:
         """Gangs holding GPUs on borrowed quota that belong to other tenants than ``tenant``."""
-        return sum(n for t, n in self._borrowing.items() if t != tenant)
+        return self.holders.borrowers_besides(tenant)
 
     def ends(self, models) -> Iterator[tuple[float, int, int]]:
         """``(time, GPUs)`` at which running and draining gangs of ``models`` free their GPUs,
         earliest first (ties: fewest GPUs first); an iterator, merged lazily."""
+        if len(models) == 1:
+            return iter(self._ends[models[0]])
         return heapq.merge(*(self._ends[m] for m in models))
 
     # ----------------------------------------------------------------- books
@@ -298,9 +318,7 @@ class JobLifecycle:
         self.state.release(run.idx, run.gids, run.placement, cpu_per_gpu=j.cpu_per_gpu,
                            ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
         if self.running.pop(run.idx, None) is not None:
-            self._priorities.remove(j.priority)
-            if run.borrowed:
-                self._borrowing[j.tenant] -= 1
+            self.holders.remove(run)
         self._set_end(run, None)
         self.tenants.add(run, -1)
         run.gids = np.zeros(0, dtype=np.int64)
@@ -331,6 +349,7 @@ class JobLifecycle:
         run.state = DRAINING
         run.seg_start = now
         run.lendings += 1
+        self._note_moved(run)
         done = now + run.write_s
         run.event = self.ctx.schedule(done, Kind.DRAIN_DONE, run)
         self._set_end(run, done)
@@ -359,6 +378,7 @@ class JobLifecycle:
         """The gang stopped on a failure and holds its GPUs until it is detected (a DETECT
         event ``detect_s`` from now)."""
         run.state = DETECTING
+        self._note_moved(run)
         self._set_end(run, None)
         run.seg_start = self.ctx.now
         run.detect_s = detect_s
@@ -381,6 +401,7 @@ class JobLifecycle:
         run.slow, run.slow_split = slow, split
         run.restart_s = 0.0
         self._open_segment(run, 0.0)
+        self._note_moved(run)
         return True
 
     def rerate_all(self) -> list[int]:

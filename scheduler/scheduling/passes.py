@@ -22,8 +22,8 @@ from scheduler.model.state import ClusterState
 from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.scheduling.placement import Placer, Request
 from scheduler.scheduling.policies import get_policy
-from scheduler.scheduling.preemption import choose_victims
-from scheduler.sim import Context
+from scheduler.scheduling.preemption import choose_victims, may_evict
+from scheduler.sim import Context, Handle, Kind
 
 MAX_PASSES = 3
 """Passes per instant: a pass that preempts frees GPUs, so another one restarts the rest."""
@@ -52,22 +52,50 @@ class Scheduler:
         self.rng = ctx.rng("placement")
         self.set_policy(policy, placement)
         self.counters = {"placement_decisions": 0, "backfilled": 0, "passes": 0,
-                         "backfill_depth_stops": 0, "scheduler_wall_s": 0.0}
+                         "passes_skipped": 0,
+                         "backfill_depth_stops": 0, "trial_placements": 0,
+                         "known_not_to_fit": 0, "scheduler_wall_s": 0.0}
         self.frag_models = np.zeros(state.n_models, dtype=bool)
         self.frag_version = 0  # bumped when the fragmentation verdict changes
         self.estimates: dict[int, tuple] = {}  # run -> (what it depends on, backfill estimate)
         self._seen: tuple[int, int] | None = None
         self._woken = False
+        self.backfilled_at = -math.inf  # when the last backfill cycle ran
+        self._cycle: Handle | None = None  # the next backfill cycle, if one is waited for
+        # when the last pass stopped at a blocked head to wait for the cycle: what it saw,
+        # so an instant that only added later-ranked arrivals needs no pass (see maybe_run)
+        self._stopped: tuple | None = None
+        ctx.on(Kind.BACKFILL, self._cycle_due)
         ctx.after_instant(self.maybe_run)
 
     def set_policy(self, name: str, placement: str | None = None) -> None:
         """Switch policy (and placement strategy); the next instant schedules with it."""
         self.policy = get_policy(name, placement=placement)
         self.placer = Placer(self.state, self.policy.placement, self.rng)
+        # what did not fit, remembered until capacity of its models grows (ClusterState.grown):
+        # shape -> (fewest GPUs that failed, grown then); run -> its failed preemption attempt
+        self.no_fit: dict[tuple, tuple[int, int]] = {}
+        self.no_victims: dict[int, tuple] = {}
         self._woken = True
 
     def wake(self) -> None:
         """Run a pass after this instant even if neither the state nor the queue changed."""
+        self._woken = True
+
+    def backfill_now(self) -> bool:
+        """Whether a pass may backfill now; if not, the next cycle is scheduled (it wakes
+        the scheduler) and this pass stops at its reservation."""
+        interval = self.policy.backfill_interval_s
+        due = self.backfilled_at + (interval or 0.0)
+        if interval is None or self.ctx.now >= due:
+            self.backfilled_at = self.ctx.now
+            return True
+        if self._cycle is None:
+            self._cycle = self.ctx.schedule(due, Kind.BACKFILL, None)
+        return False
+
+    def _cycle_due(self, _payload) -> None:
+        self._cycle = None
         self._woken = True
 
     def settle(self) -> None:
@@ -87,17 +115,82 @@ class Scheduler:
         self.counters["placement_decisions"] += 1
         return self.placer.place(req)
 
+    def grown(self, models) -> int:
+        """A sum of :attr:`ClusterState.grown` over ``models``: it moves iff capacity there can
+        have grown (the counters only increase)."""
+        g = self.state.grown
+        return sum(g[m] for m in models)
+
+    def place_queued(self, run: JobRun):
+        """:meth:`place` for a queued gang, unless a gang of its shape and no larger size
+        failed since capacity of its models last grew (placement only fails more often as
+        free capacity shrinks)."""
+        shape = (run.sig, run.spec.cpu_per_gpu, run.spec.ram_gb_per_gpu,
+                 run.spec.nic_gbps_per_gpu)
+        grown = self.grown(run.models)
+        known = self.no_fit.get(shape)
+        if known is not None and known[1] == grown and run.gpus >= known[0]:
+            self.counters["known_not_to_fit"] += 1
+            return None
+        placement = self.place(self.request(run))
+        if placement is None:
+            smallest = known[0] if known is not None and known[1] == grown else math.inf
+            self.no_fit[shape] = (min(run.gpus, smallest), grown)
+        return placement
+
     # ----------------------------------------------------------------- passes
     def maybe_run(self) -> None:
-        """The instant hook: schedule if anything changed since the last pass."""
+        """The instant hook: schedule if anything changed since the last pass.
+
+        A pass that stopped at a blocked head, waiting for the backfill cycle, is not repeated
+        while that head is still first in order and would get the same answer: no capacity of
+        its models grew, its quota standing is the same, and nothing it may evict started or
+        came of age.  The pass would try it, fail, and stop there again.
+        """
         if self._woken or self._seen != (self.state.version, self.jobs.queue_version):
+            if not self._woken and self._stopped is not None:
+                started = time.perf_counter()
+                same = self._same_head()
+                self.counters["scheduler_wall_s"] += time.perf_counter() - started
+                if same:
+                    self._seen = (self.state.version, self.jobs.queue_version)
+                    self.counters["passes_skipped"] += 1
+                    return
             self.run()
+
+    def _same_head(self) -> bool:
+        stopped = self._stopped
+        if stopped is None:
+            return False
+        head, grown, within, until, mark = stopped
+        jobs = self.jobs
+        if (head.state != QUEUED or self.grown(head.models) != grown or self.ctx.now >= until
+                or jobs.tenants.within_quota(head) != within):
+            return False
+        if self.policy.preemption:
+            moved = jobs.moved_since(mark)
+            if moved is None or any(may_evict(head, within, r) for r in moved):
+                return False
+        first = jobs.index.first(self.policy.order, jobs.tenants, jobs.runs)
+        if first is not head:
+            return False
+        self._stopped = (head, grown, within, until, jobs.moved_mark())
+        return True
 
     def run(self) -> None:
         started = time.perf_counter()
+        self._stopped = None
         for _ in range(MAX_PASSES):
-            if not SchedulingPass(self).run():
+            scheduling = SchedulingPass(self)
+            if not scheduling.run():
                 self.settle()
+                if scheduling.stopped_at is not None:
+                    head = scheduling.stopped_at
+                    known = self.no_victims.get(head.idx)
+                    until = known[2] if known is not None else math.inf
+                    self._stopped = (head, self.grown(head.models),
+                                     self.jobs.tenants.within_quota(head), until,
+                                     self.jobs.moved_mark())
                 break
         else:
             self._woken = True  # the last pass preempted too: try again after the next instant
@@ -121,6 +214,7 @@ class SchedulingPass:
         self.s = scheduler
         self.jobs = scheduler.jobs
         self.fresh: set[int] = set()  # gangs this pass preempted: back in the queue, not retried
+        self.stopped_at: JobRun | None = None  # the head it stopped at to wait for the cycle
 
     def run(self) -> bool:
         sch, jobs = self.s, self.jobs
@@ -129,16 +223,24 @@ class SchedulingPass:
         free = sch.state.free_counts()[0].tolist()  # per model, Python ints: read per job
         failed: dict = {}
         frag = np.zeros(sch.state.n_models, dtype=bool)
-        reservation: Reservation | None = None
+        head: JobRun | None = None  # the first gang that could not start
+        reservation: Reservation | None = None  # its reservation, made by a backfill cycle
         depth = policy.backfill_depth
         tested = 0
+        waiting_cycle = False
         any_free = max(free) > 0
         for key, run in walk:
             if run.state != QUEUED or run.idx in self.fresh:
                 continue
-            if reservation is not None:
+            if head is not None:
                 if not policy.backfill or not any_free:
                     break  # nothing more can start: no backfill, or no GPU free at all
+                if reservation is None:
+                    if not sch.backfill_now():
+                        waiting_cycle = True
+                        self.stopped_at = head
+                        break  # the next backfill cycle is scheduled
+                    reservation = self._reserve(head, free)
                 tested += 1
                 if depth is not None and tested > depth:
                     sch.counters["backfill_depth_stops"] += 1
@@ -162,27 +264,29 @@ class SchedulingPass:
                     continue
             placement = None
             if fits_in_total:
-                placement = sch.place(sch.request(run))
+                placement = sch.place_queued(run)
                 if placement is None:
                     frag[list(models)] = True
-            if placement is None and policy.preemption and reservation is None:
+            if placement is None and policy.preemption and head is None:
                 placement = self._preempt_for(run)
                 free = sch.state.free_counts()[0].tolist()
                 any_free = max(free) > 0
             if placement is None:
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
                 walk.drop(key)
-                if reservation is None:
-                    reservation = self._reserve(run, free) if policy.backfill else Reservation(
-                        frozenset(), math.inf, 0)
+                if head is None:
+                    head = run
                 continue
             jobs.start(run, placement)
+            sch.no_victims.pop(run.idx, None)
             free[placement.model] -= run.gpus
             any_free = max(free) > 0
             if backfill_mode is not None:
                 sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":
                     reservation.extra -= run.gpus
+        if waiting_cycle:
+            frag |= sch.frag_models  # what the last cycle saw behind the head still holds
         if not np.array_equal(frag, sch.frag_models):
             sch.frag_models = frag
             sch.frag_version += 1
@@ -230,12 +334,33 @@ class SchedulingPass:
             return "extra"
         return None
 
+    def _still_no_victims(self, run: JobRun, within: bool, grown: int, known: tuple) -> bool:
+        """Whether a failed preemption attempt for ``run`` would fail again: no capacity grew,
+        its quota standing is the same, no excluded victim came of age, and no gang it may
+        evict started or changed since."""
+        was_grown, was_within, of_age, mark = known
+        if was_grown != grown or was_within != within or self.s.ctx.now >= of_age:
+            return False
+        moved = self.jobs.moved_since(mark)
+        if moved is None or any(may_evict(run, within, r) for r in moved):
+            return False
+        self.s.no_victims[run.idx] = (grown, within, of_age, self.jobs.moved_mark())
+        return True
+
     def _preempt_for(self, run: JobRun):
         """Evict the cheapest victim set that lets ``run`` start; its placement, or ``None``."""
-        sch = self.s
-        victims = choose_victims(sch, run)
-        if not victims:
+        sch, jobs = self.s, self.jobs
+        within = jobs.tenants.within_quota(run)
+        grown = sch.grown(run.models)
+        known = sch.no_victims.get(run.idx)
+        if known is not None and self._still_no_victims(run, within, grown, known):
             return None
+        mark = jobs.moved_mark()
+        victims, of_age = choose_victims(sch, run)
+        if not victims:
+            sch.no_victims[run.idx] = (grown, within, of_age, mark)
+            return None
+        sch.no_victims.pop(run.idx, None)
         for v in victims:
             self.jobs.preempt(v, reason=f"makes room for {run.spec.name} (priority "
                                         f"{run.spec.priority}, tenant {run.spec.tenant})")

@@ -73,6 +73,9 @@ class Placer:
         self.strategy = strategy
         self.rng = rng
         self.per_node = [int(m.per_node) for m in state.models]
+        self._bases: dict[int, np.ndarray] = {}
+        self._base_version = -1
+        self._whole_fits: dict[tuple, np.ndarray] = {}
         # Finer levels ordered coarse to fine per model: an NVL72 domain (18 trays) is larger
         # than a leaf group, an HGX domain (one node) smaller.
         self.nested = []
@@ -91,24 +94,50 @@ class Placer:
         return None
 
     # ----------------------------------------------------------------- internals
-    def _host_fit(self, k: int, req: Request) -> np.ndarray:
+    def _host_fit_at(self, nodes: np.ndarray, k: int, req: Request) -> np.ndarray:
+        """Which of ``nodes`` have the free CPU, RAM and NIC bandwidth for ``k`` GPUs of ``req``."""
         s = self.state
-        return ((s.node_free_cpu + 1e-9 >= k * req.cpu_per_gpu)
-                & (s.node_free_ram + 1e-9 >= k * req.ram_gb_per_gpu)
-                & (s.node_free_nic + 1e-9 >= k * req.nic_gbps_per_gpu))
+        return ((s.node_free_cpu[nodes] + 1e-9 >= k * req.cpu_per_gpu)
+                & (s.node_free_ram[nodes] + 1e-9 >= k * req.ram_gb_per_gpu)
+                & (s.node_free_nic[nodes] + 1e-9 >= k * req.nic_gbps_per_gpu))
+
+    def _base(self, m: int) -> np.ndarray:
+        """Schedulable nodes of model ``m`` (kept until node flags change)."""
+        s = self.state
+        if self._base_version != s.flags_version:
+            self._bases, self._base_version = {}, s.flags_version
+        base = self._bases.get(m)
+        if base is None:
+            base = self._bases[m] = s.schedulable() & s.model_mask[m]
+        return base
+
+    def _whole_fit(self, m: int, per: int, req: Request) -> np.ndarray:
+        """Nodes whose host resources can carry ``per`` GPUs of ``req`` when the node is all
+        free (a node's CPU, RAM and NIC are used only with its GPUs, so a whole free node has
+        them all): depends on the request, not on the allocation."""
+        key = (m, per, req.cpu_per_gpu, req.ram_gb_per_gpu, req.nic_gbps_per_gpu)
+        fit = self._whole_fits.get(key)
+        if fit is None:
+            s = self.state
+            fit = self._whole_fits[key] = (
+                (s.node_cpu + 1e-9 >= per * req.cpu_per_gpu)
+                & (s.node_ram + 1e-9 >= per * req.ram_gb_per_gpu)
+                & (s.node_nic + 1e-9 >= per * req.nic_gbps_per_gpu))
+        return fit
 
     def _place_on_model(self, req: Request, m: int) -> Placement | None:
         s = self.state
         per = self.per_node[m]
         whole, rem = divmod(req.gpus, per)
-        base = s.schedulable() & s.model_mask[m]
+        base = self._base(m)
         if whole == 0:
-            cand = np.flatnonzero(base & (s.node_free >= rem) & self._host_fit(rem, req))
+            cand = np.flatnonzero(base & (s.node_free >= rem))
+            cand = cand[self._host_fit_at(cand, rem, req)]
             if cand.size == 0:
                 return None
             node = self._pick_partial(cand)
             return Placement(np.array([node]), np.array([rem]), m)
-        full = np.flatnonzero(base & (s.node_free == s.node_gpus) & self._host_fit(per, req))
+        full = np.flatnonzero(base & s.node_whole & self._whole_fit(m, per, req))
         if full.size < whole:
             return None
         if req.affinity != "any":
@@ -118,8 +147,8 @@ class Placer:
             if rem:
                 # the remainder needs one more node in the same domain: a spare whole node or
                 # a partly used one with room
-                part = (base & (s.node_free >= rem) & (s.node_free < s.node_gpus)
-                        & self._host_fit(rem, req))
+                part = np.flatnonzero(base & (s.node_free >= rem) & ~s.node_whole)
+                part = part[self._host_fit_at(part, rem, req)]
                 has_part = np.bincount(level[part], minlength=counts.size) > 0
                 fits &= (counts > whole) | has_part
             ok = np.flatnonzero(fits)
@@ -139,8 +168,8 @@ class Placer:
     def _with_remainder(self, req: Request, m: int, chosen: np.ndarray, per: int,
                         rem: int) -> Placement | None:
         s = self.state
-        cand = np.flatnonzero(s.schedulable() & s.model_mask[m] & (s.node_free >= rem)
-                              & self._host_fit(rem, req))
+        cand = np.flatnonzero(self._base(m) & (s.node_free >= rem))
+        cand = cand[self._host_fit_at(cand, rem, req)]
         cand = cand[~np.isin(cand, chosen)]
         if req.affinity != "any":
             d = s.domain[req.affinity][chosen[0]]

@@ -55,68 +55,132 @@ class QueueIndex:
     def __init__(self):
         self.parts: dict[tuple, SortedList] = {}
         self._size = 0
+        self.firsts: dict[tuple, tuple] = {}  # partition -> its first entry
+        # The *front*: every partition's first run under the last order walked, kept sorted
+        # between passes.  With a context that stamps its tenants (TenantBook), a pass re-keys
+        # only the partitions whose first run changed or whose tenant's books moved.
+        self._front = SortedList()
+        self._front_of: dict[tuple, tuple] = {}   # partition -> its item in the front
+        self._front_order = None
+        self._dirty: set[tuple] = set()            # partitions to re-key
+        self._tenants: dict[str, set] = {}         # tenant -> its partitions
+        self._stamps: dict[str, int] = {}          # tenant -> stamp its partitions were keyed at
 
     def __len__(self) -> int:
         return self._size
 
     def add(self, run: JobRun) -> None:
-        part = self.parts.get(partition_of(run))
+        key = partition_of(run)
+        entry = _entry(run)
+        part = self.parts.get(key)
         if part is None:
-            part = self.parts[partition_of(run)] = SortedList()
-        part.add(_entry(run))
+            part = self.parts[key] = SortedList()
+            self.firsts[key] = entry
+            self._tenants.setdefault(key[0], set()).add(key)
+            self._dirty.add(key)
+        elif entry < self.firsts[key]:
+            self.firsts[key] = entry
+            self._dirty.add(key)
+        part.add(entry)
         self._size += 1
 
     def remove(self, run: JobRun) -> None:
         key = partition_of(run)
         part = self.parts[key]
-        part.remove(_entry(run))
+        entry = _entry(run)
+        part.remove(entry)
         self._size -= 1
         if not part:
             del self.parts[key]
+            del self.firsts[key]
+            mine = self._tenants[key[0]]
+            mine.discard(key)
+            if not mine:  # a pass checks the stamps of tenants with queued runs only
+                del self._tenants[key[0]]
+                self._stamps.pop(key[0], None)
+            self._dirty.add(key)
+        elif entry == self.firsts[key]:
+            self.firsts[key] = part[0]
+            self._dirty.add(key)
 
     def ordered(self, order, ctx, runs: list[JobRun]) -> Ordered:
         """The queued runs in ``order(run, ctx)`` order, keys frozen as they are now."""
-        return Ordered(self, order, ctx, runs)
+        return Ordered(self, self._refresh(order, ctx, runs), runs)
+
+    def first(self, order, ctx, runs: list[JobRun]) -> JobRun | None:
+        """The run an :meth:`ordered` walk would yield first (``None`` if the queue is empty)."""
+        front = self._refresh(order, ctx, runs)
+        return runs[front[0][0][-1]] if front else None
+
+    def _refresh(self, order, ctx, runs: list[JobRun]) -> SortedList:
+        """The front, current for ``order`` and ``ctx``."""
+        stamp = getattr(ctx, "stamp", None)
+        if stamp is None or order is not self._front_order:
+            self._front = SortedList()
+            self._front_of = {}
+            self._front_order = order if stamp is not None else None
+            self._dirty = set(self.parts)
+            self._stamps = {}
+        if stamp is not None:
+            for tenant, keys in self._tenants.items():
+                st = stamp(tenant)
+                if self._stamps.get(tenant) != st:
+                    self._stamps[tenant] = st
+                    self._dirty |= keys
+        front, front_of = self._front, self._front_of
+        for key in self._dirty:
+            old = front_of.pop(key, None)
+            if old is not None:
+                front.remove(old)
+            first = self.firsts.get(key)
+            if first is not None:
+                prefix = order(runs[first[2]], ctx)[:-2]
+                item = front_of[key] = (prefix + first, key, len(prefix))
+                front.add(item)
+        self._dirty = set()
+        return front
 
 
 class Ordered:
     """One walk over a :class:`QueueIndex`; it tolerates runs leaving the queue meanwhile.
 
-    Runs that join a partition during the walk are seen only if they sort after the walk's
-    position in that partition; a pass skips those itself (it plans with the queue it began
-    with).
+    The walk merges the index's sorted front (each partition's first run) with a small heap
+    of the partitions it has moved past their first run, so starting it costs nothing per
+    partition.  Runs that join a partition during the walk are seen only if they sort after
+    the walk's position in that partition; a pass skips those itself (it plans with the queue
+    it began with).
     """
 
-    def __init__(self, index: QueueIndex, order, ctx, runs: list[JobRun]):
+    def __init__(self, index: QueueIndex, front: SortedList, runs: list[JobRun]):
         self.index = index
         self.runs = runs
+        self.front = front
         self.dropped: set[tuple] = set()
-        heap = []
-        for key, part in index.parts.items():
-            first = part[0]
-            prefix = order(runs[first[2]], ctx)[:-2]
-            heap.append((prefix + first, key, len(prefix)))
-        heapq.heapify(heap)
-        self._heap = heap
 
     def drop(self, key: tuple) -> None:
         """Skip the rest of partition ``key`` in this walk."""
         self.dropped.add(key)
 
     def __iter__(self) -> Iterator[tuple[tuple, JobRun]]:
-        heap, parts, runs = self._heap, self.index.parts, self.runs
-        while heap:
-            full, key, n = heap[0]
-            entry = full[n:]
-            if key not in self.dropped:
-                yield key, runs[entry[2]]
-            part = parts.get(key)
-            nxt = None
-            if part is not None and key not in self.dropped:
-                i = part.bisect_right(entry)
-                if i < len(part):
-                    nxt = part[i]
-            if nxt is None:
-                heapq.heappop(heap)
+        parts, runs, front, dropped = self.index.parts, self.runs, self.front, self.dropped
+        heap: list = []
+        i, n_front = 0, len(front)
+        while True:
+            if i < n_front and (not heap or front[i] < heap[0]):
+                full, key, n = front[i]
+                i += 1
+            elif heap:
+                full, key, n = heapq.heappop(heap)
             else:
-                heapq.heapreplace(heap, (full[:n] + nxt, key, n))
+                return
+            if key in dropped:
+                continue
+            entry = full[n:]
+            yield key, runs[entry[2]]
+            if key in dropped:
+                continue
+            part = parts.get(key)
+            if part is not None:
+                j = part.bisect_right(entry)
+                if j < len(part):
+                    heapq.heappush(heap, (full[:n] + part[j], key, n))

@@ -29,18 +29,33 @@ class TenantBook:
         else:
             total = sum(self.weight.values()) or 1.0
             self.quota = {n: int(self.capacity[0] * w / total) for n, w in self.weight.items()}
-        self.usage = {n: np.zeros(4) for n in names}
+        self.usage = {n: [0.0, 0.0, 0.0, 0.0] for n in names}  # GPUs, cores, RAM, NIC
+        self._cap = [float(c) for c in self.capacity]
+        self._stamps = dict.fromkeys(names, 0)
 
     def _ensure(self, tenant: str) -> None:
         if tenant not in self.usage:
-            self.usage[tenant] = np.zeros(4)
+            self.usage[tenant] = [0.0, 0.0, 0.0, 0.0]
             self.weight[tenant] = 1.0
             self.quota[tenant] = 0
+            self._stamps[tenant] = 0
 
     def add_raw(self, tenant: str, gpus: int, cpu: float, ram: float, nic: float,
                 sign: int) -> None:
         self._ensure(tenant)
-        self.usage[tenant] += sign * np.array([gpus, gpus * cpu, gpus * ram, gpus * nic])
+        u = self.usage[tenant]
+        u[0] += sign * gpus
+        u[1] += sign * gpus * cpu
+        u[2] += sign * gpus * ram
+        u[3] += sign * gpus * nic
+        self._stamps[tenant] += 1
+
+    def stamp(self, tenant: str) -> int:
+        """Moves whenever what :meth:`dominant_share` or :meth:`within_quota` read of
+        ``tenant`` changes (its usage): an ordering key cached with it is current while
+        it has not moved."""
+        self._ensure(tenant)
+        return self._stamps[tenant]
 
     def add(self, run: JobRun, sign: int) -> None:
         j = run.spec
@@ -48,7 +63,9 @@ class TenantBook:
 
     def dominant_share(self, tenant: str) -> float:
         self._ensure(tenant)
-        return float((self.usage[tenant] / self.capacity).max() / self.weight[tenant])
+        u, cap = self.usage[tenant], self._cap
+        return max((u[k] / cap[k] for k in range(4) if cap[k] > 0), default=0.0) / \
+            self.weight[tenant]
 
     def within_quota(self, run: JobRun) -> bool:
         self._ensure(run.spec.tenant)

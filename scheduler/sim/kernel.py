@@ -34,6 +34,7 @@ class Kind(IntEnum):
     DETECT = 7        # a gang's failure is detected: evict, swap spares or requeue
     FAIL = 8          # a failure process fires
     TICK = 9          # the physics re-evaluates every gang's speed
+    BACKFILL = 10     # a backfill cycle is due
 
 
 class Handle:

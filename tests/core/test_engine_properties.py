@@ -130,6 +130,7 @@ def check_invariants(e: Engine) -> None:
     # the incrementally kept counts the ledger integrates equal a recount from the node
     # columns, and so do the serving and tenant books
     np.testing.assert_array_equal(e.free_counts(), s.recount())
+    np.testing.assert_array_equal(s.node_whole, s.node_free == s.node_gpus)
     serving = np.zeros(s.n_models, dtype=np.int64)
     tenant_gpus = dict.fromkeys(e.tenants.usage, 0)
     for spec, r in replicas:

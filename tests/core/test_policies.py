@@ -448,22 +448,24 @@ def test_gangs_are_preempted_only_for_a_gang_that_then_runs():
     assert [int(r.placement.nodes[0]) for r in e.runs[:4]] == [0, 1, 2, 3]
     e.run_until(2 * HOUR)
     l1, m1, l2, m2, high = e.runs
-    # l1 and m1 (pod 0) make room for h, which starts at once; m1 (priority 5) then evicts l2
-    # (priority 0) and restarts on its node at the same instant.  Evicting l1 and l2 (the two
-    # cheapest, but in different pods) would have left h waiting.
+    # both pods cost the same (priorities 0 and 5, 16 GPUs); pod 1's gangs are younger (less
+    # work lost), so l2 and m2 make room for h, which starts at once; m2 (priority 5) then
+    # evicts l1 (priority 0) and restarts on its node at the same instant.  Evicting l1 and l2
+    # (the two cheapest, but in different pods) would have left h waiting.
     assert {r.spec.name: r.preemptions for r in e.runs} == {
-        "l1": 1, "m1": 1, "l2": 1, "m2": 0, "h": 0}
+        "l1": 1, "m1": 0, "l2": 1, "m2": 1, "h": 0}
     assert start_h(high) == 1.5 and pods_spanned(e.state, high.placement) == 1
-    assert m1.state == RUNNING and m1.placement.nodes.tolist() == [2]
+    assert high.placement.nodes.tolist() == [2, 3]
+    assert m2.state == RUNNING and m2.placement.nodes.tolist() == [0]
     assert l1.state == QUEUED and l2.state == QUEUED
-    e.run_until(3 * HOUR)  # h is done: l1 and l2 return to pod 0, nobody else is evicted
+    e.run_until(3 * HOUR)  # h is done: l1 and l2 return to pod 1, nobody else is evicted
     assert high.state == DONE and l1.state == RUNNING and l2.state == RUNNING
     assert e.counters["preemptions"] == 3
 
 
 def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_pod():
-    # as above: l1 + l2 (priority 0) sit in different pods, but l1 + m1 (priority 0 and 5)
-    # fill pod 0, so h (priority 10) can run at 1.5 h instead of waiting until 10 h
+    # as above: l1 + l2 (priority 0) sit in different pods, but l1 + m1 or l2 + m2 (priority
+    # 0 and 5) fill a pod, so h (priority 10) can run at 1.5 h instead of waiting until 10 h
     wl = workload(job(gpus=8, hours=10, name="l1"),
                   job(gpus=8, hours=10, priority=5, name="m1", submit_h=0.01),
                   job(gpus=8, hours=10, name="l2", submit_h=0.02),

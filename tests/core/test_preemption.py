@@ -291,8 +291,9 @@ def test_a_pod_affine_gang_passes_over_a_cheaper_victim_set_that_leaves_no_room_
 def test_a_pod_affine_gang_takes_victims_from_one_pod_not_the_cheapest_across_pods():
     # l1 (node 0) and l2 (node 2) are the cheapest (priority 0) but sit in different pods;
     # h (16 GPUs, pod affinity) needs a whole pod: l1 + m1 (pod 0) or l2 + m2 (pod 1), equal
-    # cost; the first (pod 0) is taken.  m1 (priority 5), now waiting, then evicts l2
-    # (priority 0), the cheapest gang that makes room for it; m2 is never touched.
+    # cost; pod 1's gangs are the younger (less work lost), so they are taken.  m2 (priority
+    # 5), now waiting, then evicts l1 (priority 0), the cheapest gang that makes room for it;
+    # m1 is never touched.
     wl = workload(job(gpus=8, hours=10, name="l1"),
                   job(gpus=8, hours=10, priority=5, name="m1", submit_h=0.01),
                   job(gpus=8, hours=10, name="l2", submit_h=0.02),
@@ -302,10 +303,10 @@ def test_a_pod_affine_gang_takes_victims_from_one_pod_not_the_cheapest_across_po
     g = by_name(e)
     assert [nodes(g[n]) for n in ("l1", "m1", "l2", "m2")] == [[0], [1], [2], [3]]
     e.run_until(2 * HOUR)
-    assert evicted_in_order(e) == ["l1", "m1", "l2"]
-    assert preempted(e) == {"l1": 1, "m1": 1, "l2": 1}
-    assert g["h"].first_start == pytest.approx(1.5 * HOUR) and nodes(g["h"]) == [0, 1]
-    assert g["m1"].state == RUNNING and nodes(g["m1"]) == [2]
+    assert evicted_in_order(e) == ["l2", "m2", "l1"]
+    assert preempted(e) == {"l2": 1, "m2": 1, "l1": 1}
+    assert g["h"].first_start == pytest.approx(1.5 * HOUR) and nodes(g["h"]) == [2, 3]
+    assert g["m2"].state == RUNNING and nodes(g["m2"]) == [0]
     assert g["l1"].state == QUEUED and g["l2"].state == QUEUED
 
 

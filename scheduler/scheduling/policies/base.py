@@ -17,6 +17,11 @@ BACKFILL_DEPTH = 500
 """Jobs a backfilling pass tests behind the head's reservation: Slurm's ``bf_max_job_test``
 default (slurm.conf(5), SchedulerParameters)."""
 
+BACKFILL_INTERVAL_S = 30.0
+"""Seconds between backfill cycles: Slurm's ``bf_interval`` default (slurm.conf(5),
+SchedulerParameters).  Between cycles a change runs only the main pass, which starts gangs in
+order and stops at the first that cannot start (Slurm's event-triggered main scheduler)."""
+
 
 class QueueContext(Protocol):
     """What an ordering may read of the cluster's current allocation."""
@@ -54,6 +59,10 @@ class Policy:
         Queued jobs a pass tests for backfill once the head has its reservation, like Slurm's
         ``bf_max_job_test`` (default there: 500); ``None`` tests them all.  The scheduler
         counts the passes the limit stopped (``backfill_depth_stops``).
+    backfill_interval_s : float, optional
+        Backfill behind a blocked head at most this often, like Slurm's ``bf_interval``
+        (default there: 30 s): a later change schedules the next cycle instead of running it
+        at once.  ``None`` backfills after every change.
     """
 
     name: str
@@ -63,6 +72,7 @@ class Policy:
     backfill: bool = False
     preemption: bool = False
     backfill_depth: int | None = None
+    backfill_interval_s: float | None = None
 
 
 def submit_order(run: JobRun, ctx: QueueContext) -> tuple:

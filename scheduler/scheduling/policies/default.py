@@ -4,9 +4,10 @@ Priority, quotas with borrowing and weighted DRF ordering (as ``fair-share``), E
 (as ``backfill``), topology-aware placement (as ``topology-aware``) and preemption.
 """
 
-from scheduler.scheduling.policies.base import BACKFILL_DEPTH, Policy
+from scheduler.scheduling.policies.base import BACKFILL_DEPTH, BACKFILL_INTERVAL_S, Policy
 from scheduler.scheduling.policies.fair_share import fair_order
 
 POLICY = Policy("default", "priority + quotas + DRF, EASY backfill, topology-aware, preemption",
                 fair_order, placement="topology", backfill=True, preemption=True,
-                backfill_depth=BACKFILL_DEPTH)
+                backfill_depth=BACKFILL_DEPTH,
+                backfill_interval_s=BACKFILL_INTERVAL_S)
