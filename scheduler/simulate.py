@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from scheduler.engine import Engine
+from scheduler.hardware.cluster import ClusterPlan
 from scheduler.presets import PRESETS
 from scheduler.reliability.checkpoint import RECOVERY_MODES
 from scheduler.report import build_report
@@ -170,18 +171,25 @@ class Scenario:
         if value not in known:
             raise ScenarioError(f"unknown {name} {value!r}; choose one of: {', '.join(known)}")
 
-    def engine(self) -> tuple[Engine, dict]:
+    def engine(self, plan: ClusterPlan | None = None) -> tuple[Engine, dict]:
         """Build the engine at time 0, with the report's ``scenario`` description.
+
+        ``plan`` runs that cluster (the live twin passes the inventory's) instead of the
+        preset's; the preset then only gives the workload, scaled to the plan's GPUs.
 
         Raises :class:`ScenarioError` for a fabric the preset cannot take and
         :class:`~scheduler.workload.traces.TraceError` (file and line named) for a bad trace.
         """
         seed = int(self.seed)
-        spec, scale = scaled_preset(self.preset, None if self.gpus is None else int(self.gpus))
-        try:
-            plan = refabric(spec, self.fabric, self.oversubscription).plan()
-        except ValueError as exc:
-            raise ScenarioError(str(exc)) from None
+        if plan is not None:
+            spec, scale = scaled_preset(self.preset, plan.n_gpus)
+        else:
+            spec, scale = scaled_preset(self.preset,
+                                        None if self.gpus is None else int(self.gpus))
+            try:
+                plan = refabric(spec, self.fabric, self.oversubscription).plan()
+            except ValueError as exc:
+                raise ScenarioError(str(exc)) from None
         scenario: dict = {"preset": self.preset, "days": self.days,
                           "gpus_requested": self.gpus, "trace": None, "trace_source": None,
                           "load": self.load, "physics_max_tick_s": self.physics_max_tick_s}

@@ -39,6 +39,7 @@ from twin.engine_commands import (
     command_parse,
     json_safe,
 )
+from twin.inventory import cluster_plan_read, plan_fingerprint
 from twin.snapshots import engine_blob, engine_unpickle
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ class EngineDriver:
         self.snapshot_in_child = (hasattr(os, "fork") if snapshot_in_child is None
                                   else snapshot_in_child)
         self.engine = None
+        self.plan = None  # the inventory's ClusterPlan (None: no cluster, the preset runs)
+        self.inventory = ""  # its fingerprint, stored with every snapshot
         self.seq = 0
         self.paused = False
         self.health = "starting"
@@ -113,8 +116,14 @@ class EngineDriver:
         if self.preset is None:
             self.preset = await database_sync_to_async(_cluster_preset)()
         await database_sync_to_async(services.live_state_health_set)(health="starting")
+        self.plan, self.inventory = await database_sync_to_async(_inventory_plan)()
         snap = await database_sync_to_async(selectors.engine_snapshot_latest)(
             preset=self.preset, seed=self.seed)
+        if snap is not None and snap.inventory != self.inventory:
+            logger.warning("live engine: the stored snapshot (t=%.0f s) ran inventory %s, the "
+                           "database holds %s: building the engine afresh", snap.t_sim,
+                           snap.inventory or "(none)", self.inventory or "(none)")
+            snap = None
         self.engine = await self._in_engine(self._load_or_build,
                                             None if snap is None else bytes(snap.data))
         if snap is not None and self.engine is not None:
@@ -133,7 +142,7 @@ class EngineDriver:
             except Exception:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
-                             failures=True, physics=True).engine()
+                             failures=True, physics=True).engine(plan=self.plan)
         return engine
 
     def request_stop(self) -> None:
@@ -248,7 +257,8 @@ class EngineDriver:
         self._snapshot_blob = blob
         self._last_snapshot_wall = self.clock()
         return await database_sync_to_async(services.engine_snapshot_save)(
-            data=blob, t_sim=t_sim, preset=self.preset, seed=self.seed)
+            data=blob, t_sim=t_sim, preset=self.preset, seed=self.seed,
+            inventory=self.inventory)
 
     async def _snapshot_safely(self) -> int | None:
         try:
@@ -315,6 +325,23 @@ class EngineDriver:
         """Run ``fn`` in the engine's own thread (one at a time: the engine is not shared)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+
+def _inventory_plan() -> tuple:
+    """The selected cluster's plan and fingerprint, read through the one adapter; ``(None,
+    "")`` when the database holds no cluster (or none can run: logged), so the preset runs."""
+    cluster = selectors.cluster_current()
+    if cluster is None:
+        logger.warning("live engine: no cluster in the inventory; running the preset %s",
+                       app_setting("DEFAULT_PRESET"))
+        return None, ""
+    try:
+        plan = cluster_plan_read(cluster=cluster)
+    except ValueError as exc:
+        logger.error("live engine: the inventory of %s cannot run (%s); running its preset",
+                     cluster.name, exc)
+        return None, ""
+    return plan, plan_fingerprint(plan)
 
 
 def _cluster_preset() -> str:

@@ -7,17 +7,22 @@ engine uses, keyed by the same integer ids.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Callable, Iterable
 
 import numpy as np
 from django.db import transaction
 
 from scheduler.hardware.catalog import CATALOG
-from scheduler.hardware.cluster import ClusterPlan
-from scheduler.physics.fabric.topology import TIERS
+from scheduler.hardware.cluster import CloudPoolSpec, ClusterPlan, NodeShape, StorageSpec
+from scheduler.physics.fabric.topology import TIERS, Fabric
 from twin import models as m
 
 BATCH = 5000
+FREE_PORTS = "uncabled_leaf_ports"
+"""Key of ``Cluster.fabric_params``: ``[[leaf switch index, ports], ...]`` of leaf ports no
+GPU is cabled to (a fabric is built for whole leaves; the engine numbers them after the GPUs)."""
 Progress = Callable[[str, int], None]
 
 
@@ -65,9 +70,14 @@ def cluster_plan_write(plan: ClusterPlan, *, replace: bool = False,
             raise ValueError(f"cluster {plan.name!r} already exists; pass --replace to rebuild it")
         cluster_delete(cluster=existing.get())
     models = accelerator_models_sync()
+    # switch ports no GPU is cabled to (the fabric's spare endpoints), per leaf
+    spare = np.bincount(plan.fabric.endpoint_leaf[plan.n_gpus:],
+                        minlength=plan.fabric.n_switches())
     cluster = m.Cluster.objects.create(
         name=plan.name, preset=plan.preset, fabric_kind=plan.fabric.kind,
-        fabric_params=plan.fabric.params, summary=plan.summary())
+        fabric_params={**plan.fabric.params, FREE_PORTS: [
+            [int(leaf), int(spare[leaf])] for leaf in np.flatnonzero(spare)]},
+        summary=plan.summary())
     site = m.Site.objects.create(cluster=cluster, name=f"{plan.name}-site")
     halls = _bulk(m.DataHall, (m.DataHall(site=site, name=f"hall-{h}")
                                for h in range(plan.n_halls)), "halls", progress)
@@ -194,3 +204,123 @@ def cluster_arrays_read(*, cluster: m.Cluster) -> dict[str, np.ndarray]:
         "gpu_node": np.searchsorted(node_id, gpu_node_db).astype(np.int32),
         "gpu_ok": np.array([r[1] == m.AcceleratorStatus.OK for r in gpu_rows], dtype=bool),
     }
+
+
+def _link_kinds(fabric_kind: str, tier_a: np.ndarray, tier_b: np.ndarray) -> np.ndarray:
+    """Switch-link kinds (:data:`~scheduler.physics.fabric.topology.LINK_KINDS`) from the tiers
+    a link joins: leaf-spine, spine-core (an island uplink on an island fabric), and a link
+    between two switches of one tier is a global (Dragonfly+) link."""
+    kind = np.where(tier_a == tier_b, 2, np.where(tier_a == 0, 0, 1))
+    if fabric_kind == "island":
+        kind = np.where((tier_a == 1) & (tier_b == 2), 3, kind)
+    return kind.astype(np.int8)
+
+
+def cluster_plan_read(*, cluster: m.Cluster) -> ClusterPlan:
+    """The core's :class:`ClusterPlan` of a cluster as its rows are now (the live engine runs
+    this): nodes in id order, GPUs numbered node by node, switches by their ``index``, the
+    switch tree from the switch links and each GPU's leaf from its NIC link.
+
+    Raises ``ValueError`` (naming the rows) for an inventory the engine cannot run: a node
+    without a NIC link per accelerator, a model outside the catalog, no nodes at all.
+    """
+    halls = list(m.DataHall.objects.filter(site__cluster=cluster).order_by("id")
+                 .values_list("id", flat=True))
+    hall_pos = {h: i for i, h in enumerate(halls)}
+    racks = list(m.Rack.objects.filter(hall__site__cluster=cluster).order_by("id")
+                 .values_list("id", "hall_id", "row", "column", "power_capacity_kw"))
+    rack_pos = {r[0]: i for i, r in enumerate(racks)}
+    nodes = list(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+                 .values_list("id", "rack_id", "slot", "accelerator_model__name",
+                              "accelerator_count", "cpu_cores", "ram_gb", "nic_gbps", "nvme_tb",
+                              "nvlink_domain", "is_spare", "hostname"))
+    if not nodes:
+        raise ValueError(f"cluster {cluster.name!r} has no nodes")
+    models: list = []
+    shapes: list = []
+    node_model = np.empty(len(nodes), dtype=np.int16)
+    for i, row in enumerate(nodes):
+        name = row[3]
+        if name not in CATALOG:
+            raise ValueError(f"node {row[11]}: accelerator model {name!r} is not in the catalog")
+        if CATALOG[name] not in models:
+            models.append(CATALOG[name])
+            shapes.append(NodeShape(cpu_cores=int(row[5]), ram_gb=float(row[6]),
+                                    nic_gbps=float(row[7]), nvme_tb=float(row[8])))
+        node_model[i] = models.index(CATALOG[name])
+    node_id = np.array([r[0] for r in nodes], dtype=np.int64)
+    node_gpus = np.array([r[4] for r in nodes], dtype=np.int16)
+    first = np.concatenate([[0], np.cumsum(node_gpus[:-1], dtype=np.int64)]).astype(np.int32)
+    n_gpus = int(node_gpus.sum())
+
+    switches = list(m.Switch.objects.filter(cluster=cluster).order_by("index")
+                    .values_list("id", "index", "tier", "pod", "rail", "radix", "port_gbps"))
+    sw_pos = {s[0]: i for i, s in enumerate(switches)}
+    tier = np.array([TIERS.index(s[2]) for s in switches], dtype=np.int8)
+    nic = np.array(list(m.Link.objects.filter(cluster=cluster, node__isnull=False)
+                        .values_list("node_id", "node_port", "switch_id")),
+                   dtype=np.int64).reshape(-1, 3)
+    params = dict(cluster.fabric_params)
+    free = params.pop(FREE_PORTS, [])
+    endpoint_leaf = np.full(n_gpus, -1, dtype=np.int32)
+    pos = np.searchsorted(node_id, nic[:, 0])
+    endpoint_leaf[first[pos] + nic[:, 1]] = [sw_pos[s] for s in nic[:, 2].tolist()]
+    if (endpoint_leaf < 0).any():
+        g = int(np.flatnonzero(endpoint_leaf < 0)[0])
+        n = int(np.searchsorted(first, g, side="right") - 1)
+        raise ValueError(f"node {nodes[n][11]}: accelerator {g - int(first[n])} has no NIC "
+                         "link to a leaf switch")
+    if free:
+        leaf, count = np.array(free, dtype=np.int64).T
+        endpoint_leaf = np.concatenate([endpoint_leaf, np.repeat(leaf, count)]).astype(np.int32)
+    up = np.array(list(m.Link.objects.filter(cluster=cluster, peer_switch__isnull=False)
+                       .order_by("id").values_list("peer_switch_id", "switch_id")),
+                  dtype=np.int64).reshape(-1, 2)
+    link_a = np.array([sw_pos[s] for s in up[:, 0].tolist()], dtype=np.int32)
+    link_b = np.array([sw_pos[s] for s in up[:, 1].tolist()], dtype=np.int32)
+    fabric = Fabric(
+        kind=cluster.fabric_kind, n_endpoints=int(endpoint_leaf.size), switch_tier=tier,
+        switch_pod=[-1 if s[3] is None else s[3] for s in switches],
+        switch_rail=[-1 if s[4] is None else s[4] for s in switches],
+        radix=int(switches[0][5]), port_gbps=float(switches[0][6]),
+        endpoint_leaf=endpoint_leaf, link_a=link_a, link_b=link_b,
+        link_kind=_link_kinds(cluster.fabric_kind, tier[link_a], tier[link_b]),
+        params=params)
+    storage = tuple(StorageSpec(s.name, s.tier, s.capacity_tb, s.read_gb_s, s.write_gb_s,
+                                s.gpudirect)
+                    for s in m.StorageSystem.objects.filter(cluster=cluster).order_by("id"))
+    pools = tuple(CloudPoolSpec(c.provider, c.region, c.accelerator_model.name, c.max_gpus,
+                                c.price_per_gpu_hour, c.provisioning_delay_s)
+                  for c in m.CloudPool.objects.filter(cluster=cluster)
+                  .select_related("accelerator_model").order_by("id"))
+    return ClusterPlan(
+        name=cluster.name, fabric=fabric, models=tuple(models), node_model=node_model,
+        node_gpus=node_gpus, node_first_gpu=first,
+        node_rack=np.array([rack_pos[r[1]] for r in nodes], dtype=np.int32),
+        node_slot=np.array([r[2] for r in nodes], dtype=np.int16),
+        node_spare=np.array([r[10] for r in nodes], dtype=bool),
+        node_nvlink_domain=np.array([r[9] for r in nodes], dtype=np.int32),
+        node_shape=tuple(shapes),
+        rack_hall=np.array([hall_pos[r[1]] for r in racks], dtype=np.int32),
+        rack_row=np.array([r[2] for r in racks], dtype=np.int32),
+        rack_col=np.array([r[3] for r in racks], dtype=np.int32),
+        rack_power_kw=np.array([r[4] for r in racks], dtype=float),
+        storage=storage, cloud_pools=pools, preset=cluster.preset)
+
+
+def plan_fingerprint(plan: ClusterPlan) -> str:
+    """A digest of what the engine is built from (structure, not status): a snapshot taken on
+    one inventory is refused by another."""
+    h = hashlib.sha256()
+    f = plan.fabric
+    for arr in (plan.node_model, plan.node_gpus, plan.node_rack, plan.node_slot,
+                plan.node_spare, plan.node_nvlink_domain, plan.rack_hall, f.switch_tier,
+                f.switch_pod, f.switch_rail, f.endpoint_leaf, f.link_a, f.link_b, f.link_kind):
+        h.update(np.asarray(arr, dtype=np.int64).tobytes())
+        h.update(b"|")
+    def canon(x):  # 1000 and 1000.0 (a row read back) are the same figure
+        return tuple(v if isinstance(v, str) else float(v) for v in dataclasses.astuple(x))
+    h.update(repr((f.kind, [a.name for a in plan.models],
+                   [canon(x) for x in plan.node_shape + plan.storage + plan.cloud_pools])
+                  ).encode())
+    return h.hexdigest()[:16]

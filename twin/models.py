@@ -326,6 +326,8 @@ class EngineSnapshot(models.Model):
     t_sim = models.FloatField("simulated time s")
     preset = models.CharField(max_length=64)
     seed = models.PositiveIntegerField()
+    inventory = models.CharField(max_length=32, blank=True,
+                                 help_text="Fingerprint of the inventory the engine ran")
     data = models.BinaryField()
 
     class Meta:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from django.db.models import Count, Sum
 
 from twin import models as m
+from twin.conf import app_setting
 
 
 def cluster_current() -> m.Cluster | None:
-    """The most recently built cluster (the one the twin shows)."""
+    """The cluster the twin shows and runs: ``CLUSTERTWIN_CLUSTER`` if set (``None`` if no
+    cluster has that name), else the most recently built one."""
+    name = app_setting("CLUSTER")
+    if name:
+        return m.Cluster.objects.filter(name=name).first()
     return m.Cluster.objects.order_by("-created_at", "-id").first()
 
 
@@ -60,5 +65,6 @@ def drills_recent(limit: int = 50) -> list[m.Drill]:
 
 
 def engine_snapshot_latest(*, preset: str, seed: int) -> m.EngineSnapshot | None:
-    """The newest stored engine of this preset and seed."""
+    """The newest stored engine of this preset and seed (its ``inventory`` says which
+    inventory it ran)."""
     return m.EngineSnapshot.objects.filter(preset=preset, seed=seed).order_by("-id").first()

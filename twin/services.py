@@ -286,10 +286,11 @@ def live_state_health_set(*, health: str, last_error: str | None = None) -> None
 
 
 def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
-                         keep: int = 3) -> int:
+                         inventory: str = "", keep: int = 3) -> int:
     """Store a pickled engine; only the newest ``keep`` snapshots are kept."""
     with transaction.atomic():
-        snap = m.EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed)
+        snap = m.EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed,
+                                               inventory=inventory)
         old = list(m.EngineSnapshot.objects.order_by("-id")
                    .values_list("id", flat=True)[keep:])
         if old:

@@ -120,6 +120,8 @@ X_FRAME_OPTIONS = "DENY"
 CLUSTERTWIN = {
     "DEMO_PASSWORD": env_str("CLUSTERTWIN_DEMO_PASSWORD", "clustertwin"),
     "DEFAULT_PRESET": env_str("CLUSTERTWIN_PRESET", "dev-small"),
+    # the inventory the live engine runs: a Cluster's name ("" = the most recently built)
+    "CLUSTER": env_str("CLUSTERTWIN_CLUSTER", ""),
     # live engine: "embedded" runs it inside the daphne process; "separate" expects
     # `manage.py run_engine` (and REDIS_URL, so frames cross processes); "off" runs none
     # (tests, or a web process that only serves pages)

@@ -1,0 +1,47 @@
+"""The live engine runs the inventory in the database, and a snapshot of another inventory is
+not resumed."""
+
+import numpy as np
+import pytest
+from channels.db import database_sync_to_async
+
+from tests.web.test_driver import FakeClock, drivers  # noqa: F401  (the fixture)
+from twin import models as m
+from twin.inventory import cluster_plan_read, cluster_plan_write, plan_fingerprint
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+async def test_the_live_engine_runs_the_selected_inventory(drivers, small_plan):  # noqa: F811
+    cluster = await database_sync_to_async(cluster_plan_write)(small_plan)
+    driver = await drivers(speed=3600.0)
+    plan = await database_sync_to_async(cluster_plan_read)(cluster=cluster)
+    state = driver.engine.state
+    assert state.n_gpus == small_plan.n_gpus == 96  # not dev-small's 256
+    np.testing.assert_array_equal(state.node_spare, plan.node_spare)
+    assert driver.inventory == plan_fingerprint(plan)
+
+
+async def test_a_structural_edit_rebuilds_instead_of_resuming(drivers, small_plan):  # noqa: F811
+    cluster = await database_sync_to_async(cluster_plan_write)(small_plan)
+    first = await drivers(speed=3600.0)
+    clock = first.clock
+    clock.now += 2.0
+    await first.step_once()
+    await first.snapshot()
+    assert first.engine.now > 0
+
+    # same inventory: resumed where it stopped
+    again = await drivers(clock=FakeClock())
+    assert again.engine.now == first.engine.now
+
+    # a node made a hot spare in the admin: another inventory, so built afresh at t=0
+    def make_spare():
+        node = m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")[0]
+        node.is_spare = True
+        node.save()
+    await database_sync_to_async(make_spare)()
+    fresh = await drivers(clock=FakeClock())
+    assert fresh.engine.now == 0
+    assert fresh.inventory != first.inventory
+    assert fresh.engine.state.node_spare[0]
