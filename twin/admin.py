@@ -16,6 +16,10 @@ class FastChangelist(admin.ModelAdmin):
     show_full_result_count = False
 
 
+STATUS_READONLY = ("status",)
+"""Status is changed by the list actions only: they are audited and reach the live engine."""
+
+
 def _report(modeladmin, request, n: int, what: str) -> None:
     modeladmin.message_user(request, f"{n} {what}.", messages.SUCCESS)
 
@@ -90,27 +94,30 @@ class AcceleratorInline(admin.TabularInline):
     model = m.Accelerator
     extra = 0
     fields = ("index", "serial", "status")
+    readonly_fields = STATUS_READONLY
 
 
 @admin.action(description="Drain selected nodes")
 def drain(modeladmin, request, queryset):
-    _report(modeladmin, request, services.nodes_drain(nodes=queryset), "nodes drained")
+    n = services.nodes_drain(nodes=queryset, user=request.user)
+    _report(modeladmin, request, n, "nodes drained")
 
 
 @admin.action(description="Undrain selected nodes")
 def undrain(modeladmin, request, queryset):
-    _report(modeladmin, request, services.nodes_undrain(nodes=queryset), "nodes undrained")
+    n = services.nodes_undrain(nodes=queryset, user=request.user)
+    _report(modeladmin, request, n, "nodes undrained")
 
 
 @admin.action(description="Mark selected nodes failed")
 def node_failed(modeladmin, request, queryset):
-    _report(modeladmin, request, services.nodes_mark_failed(nodes=queryset),
+    _report(modeladmin, request, services.nodes_mark_failed(nodes=queryset, user=request.user),
             "nodes marked failed")
 
 
 @admin.action(description="Mark selected nodes repaired")
 def node_repaired(modeladmin, request, queryset):
-    _report(modeladmin, request, services.nodes_mark_repaired(nodes=queryset),
+    _report(modeladmin, request, services.nodes_mark_repaired(nodes=queryset, user=request.user),
             "nodes marked repaired")
 
 
@@ -124,17 +131,20 @@ class NodeAdmin(FastChangelist):
     raw_id_fields = ("rack",)
     actions = (drain, undrain, node_failed, node_repaired)
     inlines = (AcceleratorInline,)
+    readonly_fields = STATUS_READONLY + ("status_reason",)
 
 
 @admin.action(description="Mark selected accelerators failed")
 def accelerator_failed(modeladmin, request, queryset):
-    n = services.accelerators_set_status(accelerators=queryset, status=m.AcceleratorStatus.FAILED)
+    n = services.accelerators_set_status(accelerators=queryset,
+                                          status=m.AcceleratorStatus.FAILED, user=request.user)
     _report(modeladmin, request, n, "accelerators marked failed")
 
 
 @admin.action(description="Mark selected accelerators repaired")
 def accelerator_repaired(modeladmin, request, queryset):
-    n = services.accelerators_set_status(accelerators=queryset, status=m.AcceleratorStatus.OK)
+    n = services.accelerators_set_status(accelerators=queryset,
+                                          status=m.AcceleratorStatus.OK, user=request.user)
     _report(modeladmin, request, n, "accelerators marked repaired")
 
 
@@ -146,6 +156,7 @@ class AcceleratorAdmin(FastChangelist):
     search_fields = ("=serial", "node__hostname")
     raw_id_fields = ("node",)
     actions = (accelerator_failed, accelerator_repaired)
+    readonly_fields = STATUS_READONLY
 
     @admin.display(description="model", ordering="node__accelerator_model__name")
     def model_name(self, obj):
@@ -154,13 +165,15 @@ class AcceleratorAdmin(FastChangelist):
 
 @admin.action(description="Mark selected switches failed")
 def switch_failed(modeladmin, request, queryset):
-    n = services.switches_set_status(switches=queryset, status=m.LinkStatus.DOWN)
+    n = services.switches_set_status(switches=queryset, status=m.LinkStatus.DOWN,
+                                     user=request.user)
     _report(modeladmin, request, n, "switches marked failed")
 
 
 @admin.action(description="Mark selected switches repaired")
 def switch_repaired(modeladmin, request, queryset):
-    n = services.switches_set_status(switches=queryset, status=m.LinkStatus.UP)
+    n = services.switches_set_status(switches=queryset, status=m.LinkStatus.UP,
+                                     user=request.user)
     _report(modeladmin, request, n, "switches marked repaired")
 
 
@@ -171,17 +184,18 @@ class SwitchAdmin(FastChangelist):
     list_filter = ("tier", "status")
     search_fields = ("name",)
     actions = (switch_failed, switch_repaired)
+    readonly_fields = STATUS_READONLY
 
 
 @admin.action(description="Mark selected links down")
 def link_down(modeladmin, request, queryset):
-    n = services.links_set_status(links=queryset, status=m.LinkStatus.DOWN)
+    n = services.links_set_status(links=queryset, status=m.LinkStatus.DOWN, user=request.user)
     _report(modeladmin, request, n, "links marked down")
 
 
 @admin.action(description="Mark selected links repaired")
 def link_up(modeladmin, request, queryset):
-    n = services.links_set_status(links=queryset, status=m.LinkStatus.UP)
+    n = services.links_set_status(links=queryset, status=m.LinkStatus.UP, user=request.user)
     _report(modeladmin, request, n, "links marked repaired")
 
 
@@ -194,6 +208,7 @@ class LinkAdmin(FastChangelist):
     search_fields = ("switch__name", "node__hostname")
     raw_id_fields = ("switch", "peer_switch", "node")
     actions = (link_down, link_up)
+    readonly_fields = STATUS_READONLY
 
 
 @admin.register(m.StorageSystem)
@@ -216,3 +231,22 @@ class DrillAdmin(admin.ModelAdmin):
     list_display = ("kind", "target", "requested_by", "requested_at")
     list_select_related = ("requested_by",)
     readonly_fields = ("requested_at",)
+
+
+@admin.register(m.AuditEntry)
+class AuditEntryAdmin(FastChangelist):
+    """Read-only: who changed what in the inventory, and when."""
+
+    list_display = ("created_at", "username", "action", "target")
+    list_filter = ("action",)
+    search_fields = ("username", "target")
+    readonly_fields = ("created_at", "user", "username", "action", "target", "detail")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

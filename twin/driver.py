@@ -33,13 +33,15 @@ from twin import broadcast, selectors, services
 from twin.conf import app_setting
 from twin.engine_commands import (
     ENGINE_COMMANDS,
+    GPU_COMMANDS,
+    LINK_COMMANDS,
     SWITCH_COMMANDS,
     Command,
     CommandError,
     command_parse,
     json_safe,
 )
-from twin.inventory import cluster_plan_read, plan_fingerprint
+from twin.inventory import cluster_plan_read, inventory_status_commands, plan_fingerprint
 from twin.snapshots import engine_blob, engine_unpickle
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,8 @@ class EngineDriver:
         self.engine = None
         self.plan = None  # the inventory's ClusterPlan (None: no cluster, the preset runs)
         self.inventory = ""  # its fingerprint, stored with every snapshot
+        self._statuses: list = []  # commands that give a fresh engine the inventory's statuses
+        self._events_saved = 0  # engine log lines kept in the database so far
         self.seq = 0
         self.paused = False
         self.health = "starting"
@@ -116,7 +120,8 @@ class EngineDriver:
         if self.preset is None:
             self.preset = await database_sync_to_async(_cluster_preset)()
         await database_sync_to_async(services.live_state_health_set)(health="starting")
-        self.plan, self.inventory = await database_sync_to_async(_inventory_plan)()
+        self.plan, self.inventory, self._statuses = await database_sync_to_async(
+            _inventory_plan)()
         snap = await database_sync_to_async(selectors.engine_snapshot_latest)(
             preset=self.preset, seed=self.seed)
         if snap is not None and snap.inventory != self.inventory:
@@ -128,6 +133,8 @@ class EngineDriver:
                                             None if snap is None else bytes(snap.data))
         if snap is not None and self.engine is not None:
             self._snapshot_blob = bytes(snap.data)
+        self._events_saved = await database_sync_to_async(services.engine_events_resume)(
+            inventory=self.log_key, have=self.engine.kernel.logged)
         self._channel = await self.layer.new_channel()
         await self.layer.group_add(broadcast.ENGINE_GROUP, self._channel)
         self._receiver = asyncio.create_task(self._receive_loop())
@@ -143,6 +150,13 @@ class EngineDriver:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
                              failures=True, physics=True).engine(plan=self.plan)
+        # a fresh engine starts from the statuses the inventory holds
+        for command, params in self._statuses:
+            try:
+                engine.command(command, **params)
+            except ValueError as exc:
+                logger.warning("live engine: inventory status %s %s not applied: %s", command,
+                               params, exc)
         return engine
 
     def request_stop(self) -> None:
@@ -215,7 +229,25 @@ class EngineDriver:
         except Exception as exc:
             frame = await self._engine_failed(exc)
         self.steps += 1
+        await self._events_flush()
         return await self._publish(frame)
+
+    @property
+    def log_key(self) -> str:
+        """What the stored event log is kept under: the inventory (or the preset run)."""
+        return self.inventory or f"preset:{self.preset}:{self.seed}"
+
+    async def _events_flush(self) -> None:
+        """Keep the engine's new log lines; on a database error they wait for the next step."""
+        start, new = await self._in_engine(self.engine.kernel.events_since, self._events_saved)
+        if not new:
+            return
+        try:
+            await database_sync_to_async(services.engine_events_store)(
+                inventory=self.log_key, first_seq=start, events=new)
+            self._events_saved = start + len(new)
+        except Exception:
+            logger.exception("live engine: could not keep %d event(s); will retry", len(new))
 
     def _advance(self, advance: float) -> dict:
         engine = self.engine
@@ -230,7 +262,8 @@ class EngineDriver:
         try:
             await database_sync_to_async(services.live_state_write)(
                 seq=self.seq, t_sim=t, frame=frame, health=self.health,
-                last_error=self.last_error, speed=self.speed, paused=self.paused)
+                last_error=self.last_error, speed=self.speed, paused=self.paused,
+                inventory=self.log_key)
             await broadcast.frame_publish(frame, self.seq, t, layer=self.layer)
         except Exception:
             logger.exception("live engine: could not write or publish frame %d", self.seq)
@@ -244,6 +277,8 @@ class EngineDriver:
         self.last_error = f"{type(exc).__name__}: {exc}"
         try:
             self.engine = await self._in_engine(self._load_or_build, self._snapshot_blob)
+            self._events_saved = await database_sync_to_async(services.engine_events_resume)(
+                inventory=self.log_key, have=self.engine.kernel.logged)
             return await self._in_engine(live_frame, self.engine)
         except Exception:
             logger.exception("live engine: restoring failed too")
@@ -296,7 +331,7 @@ class EngineDriver:
             logger.info("live engine: speed x%g", self.speed)
         elif cmd.name in ("pause", "resume"):
             self.paused = cmd.name == "pause"
-        elif cmd.name in ENGINE_COMMANDS + SWITCH_COMMANDS:
+        elif cmd.name in ENGINE_COMMANDS + SWITCH_COMMANDS + LINK_COMMANDS + GPU_COMMANDS:
             try:
                 await self._in_engine(self.engine.command, cmd.name, **cmd.params)
             except ValueError as exc:
@@ -328,20 +363,21 @@ class EngineDriver:
 
 
 def _inventory_plan() -> tuple:
-    """The selected cluster's plan and fingerprint, read through the one adapter; ``(None,
-    "")`` when the database holds no cluster (or none can run: logged), so the preset runs."""
+    """The selected cluster's plan, fingerprint and status commands, read through the one
+    adapter; ``(None, "", [])`` when the database holds no cluster (or none can run: logged),
+    so the preset runs."""
     cluster = selectors.cluster_current()
     if cluster is None:
         logger.warning("live engine: no cluster in the inventory; running the preset %s",
                        app_setting("DEFAULT_PRESET"))
-        return None, ""
+        return None, "", []
     try:
         plan = cluster_plan_read(cluster=cluster)
     except ValueError as exc:
         logger.error("live engine: the inventory of %s cannot run (%s); running its preset",
                      cluster.name, exc)
-        return None, ""
-    return plan, plan_fingerprint(plan)
+        return None, "", []
+    return plan, plan_fingerprint(plan), inventory_status_commands(cluster=cluster)
 
 
 def _cluster_preset() -> str:

@@ -15,6 +15,8 @@ SPEED_MAX = 10_000.0
 
 ENGINE_COMMANDS = ("drain_node", "undrain_node", "node_down", "node_up")
 SWITCH_COMMANDS = ("switch_down", "switch_up")
+LINK_COMMANDS = ("link_down", "link_up")
+GPU_COMMANDS = ("gpu_down", "gpu_up")
 """Commands passed to ``Engine.command`` as they are."""
 
 
@@ -59,6 +61,13 @@ def command_parse(message: dict) -> Command:
         return Command(name, {"node": _int("node", params.get("node"))})
     if name in SWITCH_COMMANDS:
         return Command(name, {"switch": _int("switch", params.get("switch"))})
+    if name in LINK_COMMANDS:
+        return Command(name, {"link": _int("link", params.get("link"))})
+    if name in GPU_COMMANDS:
+        nic = params.get("nic", False)
+        if not isinstance(nic, bool):
+            raise CommandError(f"nic must be true or false, not {nic!r}")
+        return Command(name, {"gpu": _int("gpu", params.get("gpu")), "nic": nic})
     if name == "drill":
         drill_id = _int("drill_id", params.get("drill_id"))
         kind = params.get("kind")

@@ -324,3 +324,61 @@ def plan_fingerprint(plan: ClusterPlan) -> str:
                    [canon(x) for x in plan.node_shape + plan.storage + plan.cloud_pools])
                   ).encode())
     return h.hexdigest()[:16]
+
+
+class EngineIds:
+    """Inventory rows -> the ids the live engine uses for them (the positions
+    :func:`cluster_plan_read` gives): a node's position in id order, a GPU's number node by
+    node, a switch's ``index``, a switch link's position in id order.  Rows of another
+    cluster have none (``None``)."""
+
+    def __init__(self, cluster: m.Cluster):
+        self.cluster = cluster
+        rows = list(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+                    .values_list("id", "accelerator_count"))
+        self._nodes = np.array([r[0] for r in rows], dtype=np.int64)
+        counts = np.array([r[1] for r in rows], dtype=np.int64)
+        self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self._links = np.array(list(m.Link.objects.filter(cluster=cluster,
+                                                          peer_switch__isnull=False)
+                                    .order_by("id").values_list("id", flat=True)),
+                               dtype=np.int64)
+
+    @staticmethod
+    def _pos(ids: np.ndarray, pk: int) -> int | None:
+        i = int(np.searchsorted(ids, pk))
+        return i if i < ids.size and ids[i] == pk else None
+
+    def node(self, pk: int) -> int | None:
+        return self._pos(self._nodes, pk)
+
+    def gpu(self, node_pk: int, index: int) -> int | None:
+        n = self.node(node_pk)
+        return None if n is None else int(self._first[n]) + int(index)
+
+    def link(self, pk: int) -> int | None:
+        return self._pos(self._links, pk)
+
+
+def inventory_status_commands(*, cluster: m.Cluster) -> list[tuple[str, dict]]:
+    """The engine commands that bring a freshly built engine to the statuses the inventory
+    holds (nodes failed or drained, accelerators failed, switches and links down)."""
+    ids = EngineIds(cluster)
+    out: list[tuple[str, dict]] = []
+    nodes = m.Node.objects.filter(rack__hall__site__cluster=cluster)
+    for pk, status in nodes.exclude(status=m.NodeStatus.READY).values_list("id", "status"):
+        out.append(("node_down" if status == m.NodeStatus.FAILED else "drain_node",
+                    {"node": ids.node(pk)}))
+    for node_pk, index in (m.Accelerator.objects.filter(node__in=nodes)
+                           .exclude(status=m.AcceleratorStatus.OK)
+                           .values_list("node_id", "index")):
+        out.append(("gpu_down", {"gpu": ids.gpu(node_pk, index)}))
+    for index in (m.Switch.objects.filter(cluster=cluster, status=m.LinkStatus.DOWN)
+                  .order_by("index").values_list("index", flat=True)):
+        out.append(("switch_down", {"switch": int(index)}))
+    down = m.Link.objects.filter(cluster=cluster, status=m.LinkStatus.DOWN)
+    for pk in down.filter(peer_switch__isnull=False).values_list("id", flat=True):
+        out.append(("link_down", {"link": ids.link(pk)}))
+    for node_pk, port in down.filter(node__isnull=False).values_list("node_id", "node_port"):
+        out.append(("gpu_down", {"gpu": ids.gpu(node_pk, port), "nic": True}))
+    return out

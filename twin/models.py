@@ -361,7 +361,53 @@ class LiveState(models.Model):
     last_error = models.TextField(blank=True)
     speed = models.FloatField("speed-up (simulated s per wall s)", default=60.0)
     paused = models.BooleanField(default=False)
+    inventory = models.CharField(max_length=32, blank=True,
+                                 help_text="Fingerprint of the inventory the engine runs")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"live state #{self.seq} ({self.health})"
+
+
+class AuditEntry(models.Model):
+    """Who changed what in the inventory, and when (every status edit that reaches the engine)."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150, blank=True,
+                                help_text="Kept when the account is deleted")
+    action = models.CharField(max_length=32, db_index=True)
+    target = models.CharField(max_length=200)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        who = self.username or "-"
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {who} {self.action} {self.target}"
+
+
+class EngineEvent(models.Model):
+    """One line of the live engine's event log, kept (the frame carries only the last few).
+
+    ``seq`` is the line's position in the engine's log; ``component`` names the part it is
+    about (``switch 12``, ``node 40``, ``gpu node 7``); ``jobs`` is ``,a,b,`` for filtering.
+    """
+
+    inventory = models.CharField(max_length=32, db_index=True)
+    seq = models.PositiveIntegerField()
+    t_sim = models.FloatField("simulated time s")
+    kind = models.CharField(max_length=32, db_index=True)
+    component = models.CharField(max_length=64, blank=True, db_index=True)
+    jobs = models.TextField(blank=True)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["seq"]
+        unique_together = [("inventory", "seq")]
+
+    def __str__(self) -> str:
+        return f"{self.t_sim:.0f} s {self.kind}: {self.text}"

@@ -68,3 +68,27 @@ def engine_snapshot_latest(*, preset: str, seed: int) -> m.EngineSnapshot | None
     """The newest stored engine of this preset and seed (its ``inventory`` says which
     inventory it ran)."""
     return m.EngineSnapshot.objects.filter(preset=preset, seed=seed).order_by("-id").first()
+
+
+EVENTS_PER_PAGE_MAX = 500
+
+
+def engine_events_page(*, inventory: str, kind: str = "", component: str = "", job: str = "",
+                       page: int = 1, per_page: int = 100) -> dict:
+    """Stored engine events, newest first, filtered by kind, component (exact) and job; a page
+    of them with the totals."""
+    rows = m.EngineEvent.objects.filter(inventory=inventory)
+    if kind:
+        rows = rows.filter(kind=kind)
+    if component:
+        rows = rows.filter(component=component)
+    if job:
+        rows = rows.filter(jobs__contains=f",{job},")
+    total = rows.count()
+    pages = max(1, -(-total // per_page))
+    start = (page - 1) * per_page
+    events = [{"seq": e.seq, "t": e.t_sim, "kind": e.kind, "component": e.component,
+               "jobs": [j for j in e.jobs.split(",") if j], "text": e.text}
+              for e in rows.order_by("-seq")[start:start + per_page]]
+    return {"events": events, "page": page, "pages": pages, "per_page": per_page,
+            "total": total}

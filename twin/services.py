@@ -18,89 +18,145 @@ from django.utils import timezone
 
 from scheduler.control.drills import KINDS
 from twin import models as m
+from twin import selectors
 from twin.broadcast import command_send
+from twin.inventory import EngineIds
 
 logger = logging.getLogger(__name__)
 
 
-def _engine_node_ids(nodes) -> list[int]:
-    """The core's node ids of inventory nodes (``build_cluster`` names them ``<name>-nNNNNNN``);
-    nodes added by hand have none and are not known to the live engine."""
-    ids = []
-    for hostname in nodes:
-        head, sep, tail = hostname.rpartition("-n")
-        if sep and tail.isdigit():
-            ids.append(int(tail))
-    return ids
+def _live_ids() -> EngineIds | None:
+    """Engine ids of the cluster the live engine runs (``None`` if there is none)."""
+    cluster = selectors.cluster_current()
+    return None if cluster is None else EngineIds(cluster)
 
 
-def _engine_tell(command: str, key: str, ids: list[int]) -> None:
-    """Pass an inventory change to the live engine once the transaction commits."""
+def _engine_tell(command: str, key: str, ids: list, **extra) -> None:
+    """Pass an inventory change to the live engine once the transaction commits (rows of a
+    cluster the engine does not run have no id and are not sent)."""
+    ids = [i for i in ids if i is not None]
+
     def send() -> None:
         for i in ids:
             try:
-                command_send(command, **{key: i})
+                command_send(command, **{key: i}, **extra)
             except Exception:  # the inventory change stands; the engine catches up on restart
                 logger.exception("live engine: could not send %s %s", command, i)
     transaction.on_commit(send)
 
 
-def nodes_drain(*, nodes: QuerySet, reason: str = "drained by operator") -> int:
+def _audit(user, action: str, targets: list[str], **detail) -> None:
+    """One audit entry per changed row: who, what, when."""
+    username = getattr(user, "get_username", lambda: "")() if user is not None else ""
+    account = user if getattr(user, "pk", None) is not None else None
+    m.AuditEntry.objects.bulk_create(
+        m.AuditEntry(user=account, username=username, action=action, target=t, detail=detail)
+        for t in targets)
+
+
+def _nodes_to_engine(command: str, rows: list[tuple[int, str]], user, action: str,
+                     reason: str = "") -> None:
+    ids = _live_ids()
+    _audit(user, action, [host for _, host in rows], **({"reason": reason} if reason else {}))
+    if ids is not None:
+        _engine_tell(command, "node", [ids.node(pk) for pk, _ in rows])
+
+
+@transaction.atomic
+def nodes_drain(*, nodes: QuerySet, reason: str = "drained by operator", user=None) -> int:
     """Take ready nodes out of the schedulable pool; failed nodes stay failed."""
-    hosts = list(nodes.filter(status=m.NodeStatus.READY).values_list("hostname", flat=True))
-    count = nodes.filter(status=m.NodeStatus.READY).update(
-        status=m.NodeStatus.DRAINED, status_reason=reason)
-    _engine_tell("drain_node", "node", _engine_node_ids(hosts))
+    ready = nodes.filter(status=m.NodeStatus.READY)
+    rows = list(ready.order_by("id").values_list("id", "hostname"))
+    count = ready.update(status=m.NodeStatus.DRAINED, status_reason=reason)
+    _nodes_to_engine("drain_node", rows, user, "node drained", reason)
     return count
 
 
-def nodes_undrain(*, nodes: QuerySet) -> int:
+@transaction.atomic
+def nodes_undrain(*, nodes: QuerySet, user=None) -> int:
     """Return drained nodes to the pool."""
-    hosts = list(nodes.filter(status=m.NodeStatus.DRAINED).values_list("hostname", flat=True))
-    count = nodes.filter(status=m.NodeStatus.DRAINED).update(
-        status=m.NodeStatus.READY, status_reason="")
-    _engine_tell("undrain_node", "node", _engine_node_ids(hosts))
+    drained = nodes.filter(status=m.NodeStatus.DRAINED)
+    rows = list(drained.order_by("id").values_list("id", "hostname"))
+    count = drained.update(status=m.NodeStatus.READY, status_reason="")
+    _nodes_to_engine("undrain_node", rows, user, "node undrained")
     return count
 
 
 @transaction.atomic
-def nodes_mark_failed(*, nodes: QuerySet, reason: str = "marked failed by operator") -> int:
-    hosts = list(nodes.exclude(status=m.NodeStatus.FAILED).values_list("hostname", flat=True))
-    count = nodes.exclude(status=m.NodeStatus.FAILED).update(
-        status=m.NodeStatus.FAILED, status_reason=reason)
-    _engine_tell("node_down", "node", _engine_node_ids(hosts))
+def nodes_mark_failed(*, nodes: QuerySet, reason: str = "marked failed by operator",
+                      user=None) -> int:
+    todo = nodes.exclude(status=m.NodeStatus.FAILED)
+    rows = list(todo.order_by("id").values_list("id", "hostname"))
+    count = todo.update(status=m.NodeStatus.FAILED, status_reason=reason)
+    _nodes_to_engine("node_down", rows, user, "node failed", reason)
     return count
 
 
 @transaction.atomic
-def nodes_mark_repaired(*, nodes: QuerySet) -> int:
+def nodes_mark_repaired(*, nodes: QuerySet, user=None) -> int:
     """Repaired nodes come back ready, with their accelerators."""
-    hosts = list(nodes.filter(status=m.NodeStatus.FAILED).values_list("hostname", flat=True))
-    count = nodes.filter(status=m.NodeStatus.FAILED).update(
-        status=m.NodeStatus.READY, status_reason="")
-    m.Accelerator.objects.filter(node__in=nodes).update(status=m.AcceleratorStatus.OK)
-    _engine_tell("node_up", "node", _engine_node_ids(hosts))
+    failed = nodes.filter(status=m.NodeStatus.FAILED)
+    rows = list(failed.order_by("id").values_list("id", "hostname"))
+    count = failed.update(status=m.NodeStatus.READY, status_reason="")
+    # their failed accelerators are repaired with them (the engine's node_up covers them)
+    m.Accelerator.objects.filter(node_id__in=[pk for pk, _ in rows]).update(
+        status=m.AcceleratorStatus.OK)
+    _nodes_to_engine("node_up", rows, user, "node repaired")
     return count
 
 
-def accelerators_set_status(*, accelerators: QuerySet, status: str) -> int:
+@transaction.atomic
+def accelerators_set_status(*, accelerators: QuerySet, status: str, user=None) -> int:
     if status not in m.AcceleratorStatus.values:
         raise ValueError(f"unknown accelerator status {status!r}")
-    return accelerators.exclude(status=status).update(status=status)
+    todo = accelerators.exclude(status=status)
+    rows = list(todo.order_by("id").values_list("node_id", "index", "serial"))
+    count = todo.update(status=status)
+    failed = status == m.AcceleratorStatus.FAILED
+    _audit(user, "accelerator failed" if failed else "accelerator repaired",
+           [serial for *_, serial in rows])
+    ids = _live_ids()
+    if ids is not None:
+        _engine_tell("gpu_down" if failed else "gpu_up", "gpu",
+                     [ids.gpu(node, index) for node, index, _ in rows])
+    return count
 
 
-def links_set_status(*, links: QuerySet, status: str) -> int:
+@transaction.atomic
+def links_set_status(*, links: QuerySet, status: str, user=None) -> int:
+    """Switch-to-switch links go to the engine as links; a NIC link as its GPU's port."""
     if status not in m.LinkStatus.values:
         raise ValueError(f"unknown link status {status!r}")
-    return links.exclude(status=status).update(status=status)
+    todo = links.exclude(status=status)
+    rows = list(todo.order_by("id").values_list("id", "node_id", "node_port", "switch__name",
+                                                 "peer_switch__name", "node__hostname"))
+    count = todo.update(status=status)
+    up = status == m.LinkStatus.UP
+    _audit(user, "link up" if up else "link down",
+           [f"{sw} - {peer or f'{host}:{port}'}" for _, _, port, sw, peer, host in rows])
+    ids = _live_ids()
+    if ids is not None:
+        _engine_tell("link_up" if up else "link_down", "link",
+                     [ids.link(pk) for pk, node, *_ in rows if node is None])
+        _engine_tell("gpu_up" if up else "gpu_down", "gpu",
+                     [ids.gpu(node, port) for _, node, port, *_ in rows if node is not None],
+                     nic=True)
+    return count
 
 
-def switches_set_status(*, switches: QuerySet, status: str) -> int:
+@transaction.atomic
+def switches_set_status(*, switches: QuerySet, status: str, user=None) -> int:
     if status not in m.LinkStatus.values:
         raise ValueError(f"unknown switch status {status!r}")
-    changed = list(switches.exclude(status=status).values_list("index", flat=True))
-    count = switches.exclude(status=status).update(status=status)
-    _engine_tell("switch_up" if status == m.LinkStatus.UP else "switch_down", "switch", changed)
+    todo = switches.exclude(status=status)
+    rows = list(todo.order_by("index").values_list("index", "name", "cluster_id"))
+    count = todo.update(status=status)
+    up = status == m.LinkStatus.UP
+    _audit(user, "switch up" if up else "switch down", [name for _, name, _ in rows])
+    live = selectors.cluster_current()
+    if live is not None:
+        _engine_tell("switch_up" if up else "switch_down", "switch",
+                     [index for index, _, cluster in rows if cluster == live.pk])
     return count
 
 
@@ -268,11 +324,11 @@ def engine_pause(*, user, paused) -> bool:
 
 
 def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_error: str,
-                     speed: float, paused: bool) -> None:
+                     speed: float, paused: bool, inventory: str = "") -> None:
     """The engine's latest frame and status, in one UPDATE of the single LiveState row."""
     fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
               "last_error": last_error, "speed": speed, "paused": paused,
-              "updated_at": timezone.now()}
+              "inventory": inventory, "updated_at": timezone.now()}
     if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
         m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
 
@@ -296,3 +352,41 @@ def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
         if old:
             m.EngineSnapshot.objects.filter(id__in=old).delete()
     return snap.pk
+
+
+# ----------------------------------------------------------------- the stored event log
+def _component(event: dict) -> str:
+    for key in ("component",):
+        if event.get(key):
+            return str(event[key])[:64]
+    for key in ("switch", "link", "node"):
+        if event.get(key) is not None:
+            return f"{key} {event[key]}"
+    return ""
+
+
+def _jobs(event: dict) -> str:
+    names = list(event.get("jobs") or [])
+    if event.get("job"):
+        names.append(event["job"])
+    return "," + ",".join(dict.fromkeys(str(n) for n in names)) + "," if names else ""
+
+
+def engine_events_store(*, inventory: str, first_seq: int, events: list[dict]) -> int:
+    """Keep engine log lines ``first_seq``, ``first_seq + 1``, ...; lines already kept stay."""
+    m.EngineEvent.objects.bulk_create(
+        (m.EngineEvent(inventory=inventory, seq=first_seq + k, t_sim=float(e.get("t", 0.0)),
+                       kind=str(e.get("kind", ""))[:32], component=_component(e),
+                       jobs=_jobs(e), text=str(e.get("text", "")))
+         for k, e in enumerate(events)), batch_size=1000, ignore_conflicts=True)
+    return len(events)
+
+
+@transaction.atomic
+def engine_events_resume(*, inventory: str, have: int) -> int:
+    """The engine (built or restored) holds ``have`` log lines: forget kept lines past them
+    (a future the restored engine did not live) and return the first line still to keep."""
+    kept = m.EngineEvent.objects.filter(inventory=inventory)
+    kept.filter(seq__gte=have).delete()
+    last = kept.order_by("-seq").values_list("seq", flat=True).first()
+    return 0 if last is None else min(last + 1, have)

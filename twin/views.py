@@ -140,15 +140,23 @@ def api_jobs(request):
 
 @require_GET
 def api_events(request):
-    """The frame's recent events (newest last); ``?kind=drill`` keeps one kind."""
+    """The stored event log of the engine now running, newest first: ``?kind=``,
+    ``?component=`` (e.g. ``switch 12``), ``?job=``, ``?page=`` (from 1), ``?per_page=``
+    (1-500, default 100)."""
     live, error = _live_or_error()
     if error:
         return error
-    events = live.frame.get("events", [])
-    kind = request.GET.get("kind")
-    if kind:
-        events = [e for e in events if e.get("kind") == kind]
-    return JsonResponse({**_live_head(live), "events": events})
+    try:
+        page = int(request.GET.get("page", 1))
+        per_page = int(request.GET.get("per_page", 100))
+    except ValueError:
+        return _error("page and per_page must be integers", 400)
+    if page < 1 or not 1 <= per_page <= selectors.EVENTS_PER_PAGE_MAX:
+        return _error(f"page must be >= 1 and per_page between 1 and "
+                      f"{selectors.EVENTS_PER_PAGE_MAX}", 400)
+    filters = {k: request.GET.get(k, "")[:200] for k in ("kind", "component", "job")}
+    return JsonResponse({**_live_head(live), **selectors.engine_events_page(
+        inventory=live.inventory, page=page, per_page=per_page, **filters)})
 
 
 def drill_json(drill) -> dict:

@@ -20,6 +20,12 @@ from scheduler.workload.jobs import TrainingJob
 
 OPERATOR_FAILED = FailureMode("operator_marked_failed", "host", 0.0, 0.0, 0.0,
                               source="inventory edit")
+LEAF_FAILED = FailureMode("operator_marked_leaf_failed", "leaf", 0.0, 0.0, 0.0,
+                          source="inventory edit")
+GPU_FAILED = FailureMode("operator_marked_gpu_failed", "gpu", 0.0, 0.0, 0.0,
+                         source="inventory edit")
+NIC_LINK_DOWN = FailureMode("operator_marked_nic_link_down", "endpoint_link", 0.0, 0.0, 0.0,
+                            source="inventory edit")
 
 
 def _node(engine, node) -> int:
@@ -68,32 +74,94 @@ def node_up(engine, *, node) -> dict:
     return {"node": n, "up": bool(engine.state.node_up[n])}
 
 
+def _gpus(nodes: np.ndarray, engine) -> int:
+    return int(engine.state.node_gpus[nodes].sum())
+
+
 def switch_down(engine, *, switch) -> dict:
     """An operator marked a switch failed: a leaf takes its nodes down, a spine or core
-    switch removes its links (ECMP reroutes, crossing jobs slow)."""
+    switch removes its links (ECMP reroutes, crossing jobs slow).  One event names the switch,
+    the GPUs it took out and the jobs it hit."""
     sw = _switch(engine, switch)
     f = engine.plan.fabric
+    tier = ("leaf", "spine", "core")[int(f.switch_tier[sw])]
     if f.switch_tier[sw] == 0:
         nodes = _leaf_nodes(engine, sw)
-        jobs = [j for n in nodes.tolist() for j in node_down(engine, node=n)["jobs"]]
-        return {"switch": sw, "nodes_down": nodes.size, "jobs": jobs}
+        hit = sorted({i for n in nodes.tolist()
+                      for i in engine.reliability.node_out(n, LEAF_FAILED)})
+        jobs = [engine.runs[i].spec.name for i in hit]
+        engine.kernel.log("switch", f"{tier} switch {sw} marked failed: {nodes.size} nodes, "
+                                    f"{_gpus(nodes, engine)} GPUs out; {len(jobs)} job(s) "
+                                    f"interrupted{': ' + ', '.join(jobs[:8]) if jobs else ''}",
+                          switch=sw, jobs=jobs)
+        return {"switch": sw, "tier": tier, "nodes_down": int(nodes.size),
+                "gpus_down": _gpus(nodes, engine), "jobs": jobs}
     engine.reliability.mark_switch(sw, +1)
-    engine.jobs.rerate_all()
-    engine.kernel.log("inventory", f"switch {sw} marked failed")
-    return {"switch": sw, "jobs": []}
+    slowed = engine.jobs.rerate_all()
+    jobs = [engine.runs[i].spec.name for i in slowed]
+    engine.kernel.log("switch", f"{tier} switch {sw} marked failed: its links are out, "
+                                f"{len(jobs)} job(s) re-rated", switch=sw, jobs=jobs)
+    return {"switch": sw, "tier": tier, "nodes_down": 0, "gpus_down": 0, "jobs": jobs}
 
 
 def switch_up(engine, *, switch) -> dict:
     sw = _switch(engine, switch)
     f = engine.plan.fabric
+    tier = ("leaf", "spine", "core")[int(f.switch_tier[sw])]
     if f.switch_tier[sw] == 0:
-        for n in _leaf_nodes(engine, sw).tolist():
-            node_up(engine, node=n)
-        return {"switch": sw}
+        nodes = _leaf_nodes(engine, sw)
+        for n in nodes.tolist():
+            engine.reliability.node_back(n)
+        engine.scheduler.wake()
+        engine.kernel.log("switch", f"{tier} switch {sw} back in service: {nodes.size} nodes")
+        return {"switch": sw, "tier": tier}
     engine.reliability.mark_switch(sw, -1)
     engine.jobs.rerate_all()
-    engine.kernel.log("inventory", f"switch {sw} back in service")
-    return {"switch": sw}
+    engine.kernel.log("switch", f"{tier} switch {sw} back in service")
+    return {"switch": sw, "tier": tier}
+
+
+def link_down(engine, *, link) -> dict:
+    """An operator marked a switch-to-switch link down: routes avoid it, crossing jobs slow."""
+    k = unit_id("link", link, int(engine.plan.fabric.link_a.size))
+    engine.reliability.set_link(k, False)
+    slowed = [engine.runs[i].spec.name for i in engine.jobs.rerate_all()]
+    engine.kernel.log("link", f"link {k} marked down: {len(slowed)} job(s) re-rated", link=k,
+                      jobs=slowed)
+    return {"link": k, "up": False, "jobs": slowed}
+
+
+def link_up(engine, *, link) -> dict:
+    k = unit_id("link", link, int(engine.plan.fabric.link_a.size))
+    engine.reliability.set_link(k, True)
+    engine.jobs.rerate_all()
+    engine.kernel.log("link", f"link {k} back up")
+    return {"link": k, "up": True}
+
+
+def gpu_down(engine, *, gpu, nic: bool = False) -> dict:
+    """An operator marked an accelerator failed (or, ``nic``, its NIC link down): its node
+    leaves the pool and the gangs on it are interrupted."""
+    g = unit_id("gpu", gpu, engine.state.n_gpus)
+    n = int(engine.state.gpu_node[g])
+    engine.state.set_gpu_up([g], False)
+    hit = engine.reliability.node_out(n, NIC_LINK_DOWN if nic else GPU_FAILED)
+    jobs = [engine.runs[i].spec.name for i in hit]
+    what = f"NIC link of GPU {g}" if nic else f"GPU {g}"
+    engine.kernel.log("inventory", f"{what} (node {n}) marked {'down' if nic else 'failed'}: "
+                                   f"{len(jobs)} job(s) interrupted", gpu=g, node=n, jobs=jobs)
+    return {"gpu": g, "node": n, "jobs": jobs}
+
+
+def gpu_up(engine, *, gpu, nic: bool = False) -> dict:
+    g = unit_id("gpu", gpu, engine.state.n_gpus)
+    n = int(engine.state.gpu_node[g])
+    engine.state.set_gpu_up([g], True)
+    engine.reliability.node_back(n)
+    engine.scheduler.wake()
+    engine.kernel.log("inventory", f"{'NIC link of ' if nic else ''}GPU {g} (node {n}) "
+                                   "back in service")
+    return {"gpu": g, "node": n, "up": bool(engine.state.node_up[n])}
 
 
 def set_policy(engine, *, name, placement=None) -> dict:
@@ -126,8 +194,8 @@ def drill(engine, *, kind, target="random", **params) -> dict:
 
 
 COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up,
-                                     switch_down, switch_up, set_policy, inference_surge,
-                                     submit_job, drill)}
+                                     switch_down, switch_up, link_down, link_up, gpu_down,
+                                     gpu_up, set_policy, inference_surge, submit_job, drill)}
 
 
 def apply_command(engine, command: str, /, **params) -> dict:

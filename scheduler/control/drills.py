@@ -116,6 +116,7 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
         raise ValueError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
     engine.kernel.log("drill", f"drill {kind} on {result['target']}: "
                                f"{len(result['jobs'])} job(s), {result['gpus']} GPUs hit",
-                      drill=kind)
+                      drill=kind, component=f"{kind} {result['target']}",
+                      jobs=list(result["jobs"]))
     engine.scheduler.wake()
     return result

@@ -172,7 +172,9 @@ class FailureEngine:
             self.slow_storage(mode, STORAGE_SLOW_FACTOR, repair_s)
         gpus = int(sum(runs[i].gpus for i in hit))
         self.ctx.log("failure", f"{mode.cause} on {mode.component} {unit}: "
-                         f"{len(hit)} job(s), {gpus} GPUs hit", cause=mode.cause)
+                         f"{len(hit)} job(s), {gpus} GPUs hit", cause=mode.cause,
+                     component=f"{mode.component} {unit}",
+                     jobs=[self.jobs.runs[i].spec.name for i in hit])
         return {"cause": mode.cause, "component": mode.component, "unit": unit,
                 "effect": effect, "jobs": [runs[i].spec.name for i in hit], "gpus": gpus,
                 "nodes": nodes.tolist()[:64], "repair_s": round(repair_s, 1)}

@@ -79,6 +79,8 @@ class Kernel:
     (['early', 'late'], 10.0)
     """
 
+    logged = 0  # (a class default, so engines pickled before it existed load)
+
     def __init__(self, seed: int = 0, *, log_size: int = 2000):
         self.streams = Streams(seed)
         self.now = 0.0
@@ -88,6 +90,7 @@ class Kernel:
         self._advance_hooks: list[Callable[[float, float], None]] = []
         self._instant_hooks: list[Callable[[], None]] = []
         self.events: deque = deque(maxlen=log_size)
+        self.logged = 0  # lines ever logged (the deque keeps the last ``log_size``)
 
     @property
     def seed(self) -> int:
@@ -124,6 +127,16 @@ class Kernel:
     def log(self, kind: str, text: str, **extra) -> None:
         """Add a line to the event log (the dashboard's and the report's)."""
         self.events.append({"t": round(self.now, 3), "kind": kind, "text": text, **extra})
+        self.logged += 1
+
+    def events_since(self, count: int) -> tuple[int, list[dict]]:
+        """Lines logged after the first ``count``: ``(number of the first returned, lines)``;
+        lines that left the bounded log meanwhile are skipped."""
+        missing = self.logged - count
+        keep = min(missing, len(self.events))
+        if keep <= 0:
+            return self.logged, []
+        return self.logged - keep, list(self.events)[-keep:]
 
     def rng(self, name: str, *sub: int):
         """The generator of the named stream (see :class:`~scheduler.sim.streams.Streams`)."""

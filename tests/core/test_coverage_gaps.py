@@ -186,7 +186,16 @@ def check_leaf_switch(e, leaf: int, under: list[int]):
     assert out["nodes_down"] == len(under) and set(out["jobs"]) == hit
     assert np.flatnonzero(~e.state.node_up).tolist() == under
     assert {r.spec.name for r in e.runs if r.interruptions} == hit
-    assert e.reliability.interruptions["operator_marked_failed"] == len(hit)
+    # blamed on the switch, in one event that names it, its GPUs and the jobs it hit
+    assert e.reliability.interruptions["operator_marked_leaf_failed"] == len(hit)
+    assert e.reliability.interruptions["operator_marked_failed"] == 0
+    events = [ev for ev in e.events if ev["kind"] == "switch"]
+    assert len(events) == 1
+    assert events[0]["text"].startswith(
+        f"leaf switch {leaf} marked failed: {len(under)} nodes, "
+        f"{int(e.state.node_gpus[under].sum())} GPUs out; {len(hit)} job(s) interrupted")
+    assert all(name in events[0]["text"] for name in hit)
+    assert not [ev for ev in e.events if ev["kind"] == "inventory"]
     e.command("switch_up", switch=leaf)
     assert e.state.node_up.all()
     e.run_until(1.5 * HOUR)

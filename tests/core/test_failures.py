@@ -333,7 +333,8 @@ def test_inventory_edits_reach_the_engine_as_commands():
     engine.command("switch_up", switch=leaf)
     assert engine.state.node_up[31]
     spine = int(np.flatnonzero(plan.fabric.switch_tier == 1)[0])
-    assert engine.command("switch_down", switch=spine) == {"switch": spine, "jobs": []}
-    assert engine.command("switch_up", switch=spine) == {"switch": spine}
+    assert engine.command("switch_down", switch=spine) == {
+        "switch": spine, "tier": "spine", "nodes_down": 0, "gpus_down": 0, "jobs": []}
+    assert engine.command("switch_up", switch=spine) == {"switch": spine, "tier": "spine"}
     with pytest.raises(ValueError, match="does not exist"):
         engine.command("switch_down", switch=10**6)

@@ -178,17 +178,38 @@ def test_jobs_returns_the_queue_in_policy_order_running_jobs_and_tenant_gpus(log
         t: int(q) for t, q in e.tenants.quota.items()}
 
 
-def test_events_are_the_engines_and_filter_by_kind(login, live, scene):
+def test_events_are_the_stored_log_newest_first_with_filters_and_pages(login, live, scene):
+    from twin.services import engine_events_store
     e = scene.engine
+    log = list(e.events)
+    engine_events_store(inventory=live.inventory, first_seq=0, events=log)
     client = login("operator")
-    events = client.get("/api/events").json()["events"]
-    assert events == as_json(list(e.events)[-50:])
-    assert [ev["kind"] for ev in events[-2:]] == ["drill", "drain"]
+    data = client.get("/api/events?per_page=500").json()
+    assert data["total"] == len(log) and data["pages"] == 1
+    assert [ev["text"] for ev in data["events"]] == [ev["text"] for ev in reversed(log)]
+    assert [ev["kind"] for ev in data["events"][:2]] == ["drain", "drill"]
     drills = client.get("/api/events?kind=drill").json()["events"]
-    assert drills == [ev for ev in events if ev["kind"] == "drill"]
     assert [ev["text"] for ev in drills] == [
         f"drill node on {scene.drilled}: 1 job(s), "
         f"{next(r.gpus for r in e.runs if r.spec.name == scene.victim)} GPUs hit"]
+    assert drills[0]["component"] == f"node {scene.drilled}"
+    assert drills[0]["jobs"] == [scene.victim]
+    # by job: every line that names the victim, and only those
+    mine = client.get(f"/api/events?job={scene.victim}&per_page=500").json()["events"]
+    assert mine and all(scene.victim in ev["jobs"] for ev in mine)
+    assert len(mine) == sum(1 for ev in log if ev.get("job") == scene.victim
+                            or scene.victim in (ev.get("jobs") or []))
+    # pages of 3, newest first, no line twice
+    first, second = (client.get(f"/api/events?per_page=3&page={p}").json() for p in (1, 2))
+    assert first["pages"] == -(-len(log) // 3)
+    assert [ev["seq"] for ev in first["events"] + second["events"]] == list(
+        range(len(log) - 1, len(log) - 7, -1))
+
+
+@pytest.mark.parametrize("query", ["page=0", "per_page=501", "page=x", "per_page=-1"])
+def test_bad_event_paging_is_a_400(login, live, query):
+    response = login("operator").get(f"/api/events?{query}")
+    assert response.status_code == 400 and "page" in response.json()["error"]
 
 
 class FakeClock:

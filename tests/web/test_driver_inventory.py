@@ -45,3 +45,35 @@ async def test_a_structural_edit_rebuilds_instead_of_resuming(drivers, small_pla
     assert fresh.engine.now == 0
     assert fresh.inventory != first.inventory
     assert fresh.engine.state.node_spare[0]
+
+
+def stored_log(key):
+    return list(m.EngineEvent.objects.filter(inventory=key).order_by("seq")
+                .values_list("seq", "kind", "text"))
+
+
+async def test_the_event_log_is_kept_as_the_engine_runs_and_across_a_restart(drivers):  # noqa: F811
+    first = await drivers(speed=6 * 3600.0)
+    for _ in range(4):
+        first.clock.now += 2.0
+        await first.step_once()
+    kept = await database_sync_to_async(stored_log)(first.log_key)
+    logged = first.engine.kernel.logged
+    assert logged > 0 and [s for s, *_ in kept] == list(range(logged))
+    assert [(k, t) for _, k, t in kept][-len(first.engine.events):] == [
+        (e["kind"], e["text"]) for e in first.engine.events]
+    await first.snapshot()
+    at_snapshot = first.engine.kernel.logged
+    for _ in range(2):  # a future the next process will not see (no snapshot after it)
+        first.clock.now += 2.0
+        await first.step_once()
+
+    second = await drivers(speed=6 * 3600.0)
+    assert second.engine.kernel.logged == at_snapshot
+    kept = await database_sync_to_async(stored_log)(second.log_key)
+    assert [s for s, *_ in kept] == list(range(at_snapshot))  # the lost future is forgotten
+    for _ in range(3):
+        second.clock.now += 2.0
+        await second.step_once()
+    kept = await database_sync_to_async(stored_log)(second.log_key)
+    assert [s for s, *_ in kept] == list(range(second.engine.kernel.logged))

@@ -26,3 +26,94 @@ def test_draining_and_failing_nodes_and_switches_are_sent_to_the_engine(
     index = int(node.hostname.rpartition("-n")[2])
     assert sent == [("drain_node", {"node": index}), ("node_down", {"node": index}),
                     ("switch_down", {"switch": spine.index})]
+
+
+@pytest.fixture
+def two_clusters(db):
+    """Two built clusters; the live engine runs the second (the most recently built)."""
+    from django.core.management import call_command
+    for name in ("other", "live"):
+        call_command("build_cluster", "--fabric", "fat-tree", "--radix", "8", "--gpus", "64",
+                     "--name", name)
+    return m.Cluster.objects.get(name="other"), m.Cluster.objects.get(name="live")
+
+
+def nodes_of(cluster):
+    return m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+
+
+@pytest.mark.django_db
+def test_accelerator_and_link_edits_reach_the_engine_with_its_ids_and_are_audited(
+        two_clusters, admin_user, monkeypatch, django_capture_on_commit_callbacks):
+    other, live = two_clusters
+    sent = []
+    monkeypatch.setattr(services, "command_send", lambda cmd, **kw: sent.append((cmd, kw)))
+    node = nodes_of(live)[2]  # engine node 2: GPUs 16-23
+    gpu = m.Accelerator.objects.get(node=node, index=5)
+    uplinks = m.Link.objects.filter(cluster=live, peer_switch__isnull=False).order_by("id")
+    nic = m.Link.objects.get(cluster=live, node=node, node_port=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.accelerators_set_status(accelerators=m.Accelerator.objects.filter(pk=gpu.pk),
+                                         status=m.AcceleratorStatus.FAILED, user=admin_user)
+        services.links_set_status(links=m.Link.objects.filter(pk__in=[uplinks[4].pk, nic.pk]),
+                                  status=m.LinkStatus.DOWN, user=admin_user)
+        # a node of the cluster the engine does not run: audited, not sent
+        services.nodes_drain(nodes=m.Node.objects.filter(pk=nodes_of(other)[0].pk),
+                             user=admin_user)
+    assert sent == [("gpu_down", {"gpu": 21}), ("link_down", {"link": 4}),
+                    ("gpu_down", {"gpu": 17, "nic": True})]
+    entries = list(m.AuditEntry.objects.order_by("id").values_list("username", "action",
+                                                                    "target"))
+    assert entries == [
+        ("admin", "accelerator failed", gpu.serial),
+        ("admin", "link down", f"{uplinks[4].switch.name} - {uplinks[4].peer_switch.name}"),
+        ("admin", "link down", f"{nic.switch.name} - {node.hostname}:1"),
+        ("admin", "node drained", nodes_of(other)[0].hostname),
+    ]
+    assert all(e.user_id == admin_user.pk for e in m.AuditEntry.objects.all())
+
+
+@pytest.mark.django_db
+def test_an_admin_action_is_audited_under_the_signed_in_user(two_clusters, admin_client):
+    _, live = two_clusters
+    node = nodes_of(live)[0]
+    response = admin_client.post("/admin/twin/node/", {
+        "action": "node_failed", "_selected_action": [node.pk]})
+    assert response.status_code == 302
+    entry = m.AuditEntry.objects.get()
+    assert (entry.username, entry.action, entry.target) == ("admin", "node failed",
+                                                           node.hostname)
+    assert m.Node.objects.get(pk=node.pk).status == m.NodeStatus.FAILED
+
+
+@pytest.mark.django_db
+def test_status_is_not_editable_in_the_forms(two_clusters, admin_client):
+    _, live = two_clusters
+    node = nodes_of(live)[0]
+    page = admin_client.get(f"/admin/twin/node/{node.pk}/change/").content.decode()
+    assert 'name="status"' not in page
+
+
+@pytest.mark.django_db
+def test_a_fresh_engine_starts_from_the_inventory_statuses(two_clusters):
+    from scheduler.simulate import Scenario
+    from twin.inventory import cluster_plan_read, inventory_status_commands
+    _, live = two_clusters
+    nodes = nodes_of(live)
+    m.Node.objects.filter(pk=nodes[1].pk).update(status=m.NodeStatus.FAILED)
+    m.Node.objects.filter(pk=nodes[2].pk).update(status=m.NodeStatus.DRAINED)
+    m.Accelerator.objects.filter(node=nodes[4], index=0).update(
+        status=m.AcceleratorStatus.FAILED)
+    spine = m.Switch.objects.filter(cluster=live, tier="spine").order_by("index").first()
+    m.Switch.objects.filter(pk=spine.pk).update(status=m.LinkStatus.DOWN)
+    commands = inventory_status_commands(cluster=live)
+    assert sorted(commands, key=str) == sorted([
+        ("node_down", {"node": 1}), ("drain_node", {"node": 2}), ("gpu_down", {"gpu": 32}),
+        ("switch_down", {"switch": spine.index})], key=str)
+    engine, _ = Scenario(preset="dev-small", days=1).engine(
+        plan=cluster_plan_read(cluster=live))
+    for command, params in commands:
+        engine.command(command, **params)
+    s = engine.state
+    assert not s.node_up[1] and s.node_drained[2] and not s.node_up[4]
+    assert engine.reliability.failed_switches[spine.index] == 1

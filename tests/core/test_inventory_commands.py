@@ -1,0 +1,68 @@
+"""Inventory edits as engine commands: a link, an accelerator or its NIC link marked down in the
+admin reaches the engine as one command, logged once, naming what it hit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scheduler.workload.jobs import Parallelism
+from tests.core.factories import HOUR, job, run_engine, small_plan, workload
+
+
+def wide_engine():
+    """One data-parallel 32-GPU gang (7B, TP 8) over the 4 nodes of a radix-8 fat-tree,
+    physics on: its all-reduce crosses the spine."""
+    wide = job(gpus=32, hours=10, name="wide", parallelism=Parallelism(tp=8, pp=1, dp=4),
+               params_b=7.0, tokens=1e12, checkpoint_gb=98.0)
+    return run_engine(small_plan(4), workload(wide), physics=True, failures=False,
+                      until_h=0.5)
+
+
+def test_links_marked_down_slow_the_gangs_that_cross_them_and_back_up_restores_them():
+    # all but one uplink of leaf 0: its share of the spine collapses
+    e = wide_engine()
+    wide = e.runs[0]
+    before = wide.slow
+    f = e.plan.fabric
+    uplinks = np.flatnonzero((f.link_kind == 0) & (f.link_a == 0))[:-1].tolist()
+    assert len(uplinks) >= 1
+    hit = set()
+    for link in uplinks:
+        hit |= set(e.command("link_down", link=link)["jobs"])
+    assert hit == {"wide"} and wide.slow < before
+    events = [ev for ev in e.events if ev["kind"] == "link"]
+    assert [ev["link"] for ev in events] == uplinks
+    for link in uplinks:
+        assert e.command("link_up", link=link)["up"] is True
+    assert wide.slow == pytest.approx(before)
+
+
+def test_an_accelerator_marked_failed_takes_its_node_out_and_interrupts_its_gang():
+    e = wide_engine()
+    out = e.command("gpu_down", gpu=11)  # GPU 3 of node 1
+    assert out == {"gpu": 11, "node": 1, "jobs": ["wide"]}
+    assert not e.state.node_up[1] and not e.state.gpu_up[11]
+    assert e.reliability.interruptions["operator_marked_gpu_failed"] == 1
+    e.command("gpu_up", gpu=11)
+    assert e.state.node_up[1] and e.state.gpu_up[11]
+    e.run_until(2 * HOUR)
+    assert e.runs[0].state == "running"
+
+
+def test_a_nic_link_down_is_blamed_on_the_link():
+    e = wide_engine()
+    e.command("gpu_down", gpu=0, nic=True)
+    assert e.reliability.interruptions["operator_marked_nic_link_down"] == 1
+    assert "NIC link of GPU 0" in [ev for ev in e.events if ev["kind"] == "inventory"][-1]["text"]
+
+
+@pytest.mark.parametrize("command,params", [
+    ("link_down", {"link": 10**6}), ("gpu_down", {"gpu": -1}), ("gpu_up", {"gpu": "x"}),
+])
+def test_an_edit_naming_a_part_the_engine_lacks_is_refused_and_changes_nothing(command, params):
+    e = wide_engine()
+    version = e.state.version
+    with pytest.raises(ValueError):
+        e.command(command, **params)
+    assert e.state.version == version and e.state.node_up.all()

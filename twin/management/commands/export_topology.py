@@ -1,0 +1,96 @@
+"""``export_topology``: write a cluster's Slurm topology or Kubernetes labels from the inventory.
+
+The formats and every choice in them are described in :mod:`twin.topology_export`; this command
+checks the flags, picks the cluster, and writes the files atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+
+from twin import models as m
+from twin.topology_export import (
+    FORMATS,
+    GRES_CONF,
+    SLURM_NODES,
+    cluster_topology_get,
+    files_write,
+    topology_files,
+)
+
+
+def _refuse(message: str) -> CommandError:
+    return CommandError(message, returncode=2)
+
+
+class Command(BaseCommand):
+    help = ("Export a cluster's topology from the inventory: topology.conf for Slurm's "
+            "topology/tree or topology/block (with slurm-nodes.conf and gres.conf beside it), "
+            "or Kubernetes node labels and a Kueue Topology (k8s).")
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        if parser.called_from_command_line:
+            # argparse prints its usage as well; a mistyped flag gets one line, like the rest
+            parser.error = lambda message: parser.exit(
+                2, f"{prog_name} {subcommand}: error: {message}\n")
+        return parser
+
+    def add_arguments(self, parser):
+        parser.add_argument("--format", help=f"one of: {', '.join(FORMATS)}")
+        parser.add_argument("--out", metavar="PATH",
+                            help="file to write (Slurm formats also write slurm-nodes.conf and "
+                                 "gres.conf in its directory)")
+        parser.add_argument("--cluster", metavar="NAME",
+                            help="cluster to export (default: the only one in the database)")
+
+    def handle(self, *args, **opts):
+        fmt, out = opts["format"], opts["out"]
+        if fmt not in FORMATS:
+            raise _refuse(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}"
+                          if fmt else f"--format is required: one of {', '.join(FORMATS)}")
+        if not out:
+            raise _refuse("--out PATH is required")
+        path = Path(out)
+        if path.is_dir():
+            raise _refuse(f"--out {out} is a directory; give the path of the file to write")
+        if not path.parent.is_dir():
+            raise _refuse(f"--out {out}: directory {path.parent} does not exist")
+        if fmt != "k8s" and path.name in (SLURM_NODES, GRES_CONF):
+            raise _refuse(f"--out {out}: {path.name} is written beside topology.conf; "
+                          "name the topology file otherwise")
+        started = time.perf_counter()
+        try:
+            cluster = self._cluster(opts["cluster"])
+            inventory = cluster_topology_get(cluster=cluster)
+        except DatabaseError as exc:
+            raise _refuse(f"cannot read the inventory: {str(exc).splitlines()[0]} "
+                          "(has the database been migrated?)") from None
+        try:
+            files = topology_files(fmt, inventory, path)
+        except ValueError as exc:
+            raise _refuse(f"cannot export {cluster.name}: {exc}") from None
+        try:
+            files_write(files)
+        except OSError as exc:
+            raise _refuse(f"cannot write {exc.filename}: {exc.strerror}") from None
+        self.stdout.write(f"Exported {cluster.name} ({len(inventory.hostname):,} nodes) as "
+                          f"{fmt}: {', '.join(str(p) for p in files)} "
+                          f"({time.perf_counter() - started:.2f} s)")
+
+    def _cluster(self, name: str | None) -> m.Cluster:
+        names = list(m.Cluster.objects.order_by("name").values_list("name", flat=True))
+        if not names:
+            raise _refuse("no cluster in the database; build one with manage.py build_cluster")
+        if name is None:
+            if len(names) > 1:
+                raise _refuse(f"the database holds {len(names)} clusters ({', '.join(names)}); "
+                              "pass --cluster NAME")
+            name = names[0]
+        if name not in names:
+            raise _refuse(f"unknown cluster {name!r}; the database holds: {', '.join(names)}")
+        return m.Cluster.objects.get(name=name)
