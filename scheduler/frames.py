@@ -44,13 +44,19 @@ def _frame(title: str, z: np.ndarray, x: str, y: str, max_cells: int) -> dict:
             "shape": list(z.shape), "z": np.round(small, 4).tolist()}
 
 
-def link_heatmaps(fabric, utilisation: np.ndarray, max_cells: int = MAX_CELLS) -> list[dict]:
+def link_heatmaps(fabric, utilisation: np.ndarray, max_cells: int = MAX_CELLS,
+                  down: np.ndarray | None = None) -> list[dict]:
     """One heatmap per link tier: lower switch (rows) by its uplink slot (columns).
 
     Leaf-spine: leaves by uplink; spine-core / island-uplink: spines by uplink; global
     (Dragonfly+): group by group, the mean utilisation of the links joining them.
+    ``down`` (per switch link: out, itself or through a failed switch) adds to each heatmap
+    ``down``, the share of each cell's links that are out (same cells as ``z``), and
+    ``links_down``, their count.
     """
     util = np.asarray(utilisation, dtype=float)
+    out_mask = (np.zeros(util.size, dtype=bool) if down is None
+                else np.asarray(down, dtype=bool))
     out = []
     for code, name in enumerate(LINK_KINDS):
         sel = np.flatnonzero(fabric.link_kind == code)
@@ -67,7 +73,13 @@ def link_heatmaps(fabric, utilisation: np.ndarray, max_cells: int = MAX_CELLS) -
             np.add.at(count, (ga, gb), 1)
             np.add.at(count, (gb, ga), 1)
             z = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
-            out.append(_frame("global links: group x group", z, "group", "group", max_cells))
+            frame = _frame("global links: group x group", z, "group", "group", max_cells)
+            dead = np.zeros((n, n))
+            np.add.at(dead, (ga, gb), out_mask[sel])
+            np.add.at(dead, (gb, ga), out_mask[sel])
+            _mark_down(frame, np.divide(dead, count, out=np.zeros_like(dead), where=count > 0),
+                       int(out_mask[sel].sum()), max_cells)
+            out.append(frame)
             continue
         lower, inv = np.unique(a, return_inverse=True)
         order = np.argsort(inv, kind="stable")
@@ -76,8 +88,30 @@ def link_heatmaps(fabric, utilisation: np.ndarray, max_cells: int = MAX_CELLS) -
         slot[order] = np.arange(sel.size) - starts[inv[order]]
         z = np.zeros((lower.size, int(slot.max()) + 1))
         z[inv, slot] = u
-        out.append(_frame(f"{name} links", z, "uplink", "switch", max_cells))
+        frame = _frame(f"{name} links", z, "uplink", "switch", max_cells)
+        dead = np.zeros_like(z)
+        dead[inv, slot] = out_mask[sel]
+        _mark_down(frame, dead, int(out_mask[sel].sum()), max_cells)
+        out.append(frame)
     return out
+
+
+def _mark_down(frame: dict, dead: np.ndarray, n: int, max_cells: int) -> None:
+    small, _, _ = downsample(dead, max_cells)
+    frame["down"] = np.round(small, 4).tolist()
+    frame["links_down"] = n
+
+
+def links_down(engine) -> np.ndarray:
+    """Per switch link: out by itself or through a failed switch at either end."""
+    f = engine.plan.fabric
+    rel = engine.reliability
+    down = np.zeros(f.link_a.size, dtype=bool)
+    links = [k for k, n in rel.failed_links.items() if n > 0]
+    down[links] = True
+    failed = np.zeros(f.n_switches(), dtype=bool)
+    failed[[k for k, n in rel.failed_switches.items() if n > 0]] = True
+    return down | failed[f.link_a] | failed[f.link_b]
 
 
 def rack_floor(plan, values: np.ndarray, *, title: str, max_cells: int = MAX_CELLS) -> dict:
@@ -119,7 +153,8 @@ def dashboard_frames(engine, max_cells: int = MAX_CELLS) -> dict:
     if ph is None:
         return frames
     if ph.last_load is not None:
-        frames["links"] = link_heatmaps(engine.plan.fabric, ph.last_load.utilisation, max_cells)
+        frames["links"] = link_heatmaps(engine.plan.fabric, ph.last_load.utilisation, max_cells,
+                                        down=links_down(engine))
     if ph.last_power is not None:
         frames["racks"]["power_kw"] = rack_floor(engine.plan, ph.last_power.rack_kw,
                                                  title="rack power, kW", max_cells=max_cells)

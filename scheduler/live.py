@@ -100,3 +100,38 @@ def live_frame(engine, *, top: int = 50) -> dict:
         "events": list(engine.events)[-top:],
         "heatmaps": dashboard_frames(engine),
     }
+
+
+def _ranges(ids: np.ndarray) -> list[list[int]]:
+    """Sorted ids as ``[[first, last], ...]`` runs (a gang's nodes are mostly contiguous)."""
+    if ids.size == 0:
+        return []
+    ids = np.unique(ids)
+    breaks = np.flatnonzero(np.diff(ids) != 1)
+    starts = np.concatenate([[0], breaks + 1])
+    ends = np.concatenate([breaks, [ids.size - 1]])
+    return [[int(ids[a]), int(ids[b])] for a, b in zip(starts, ends, strict=True)]
+
+
+def live_placement(engine) -> dict:
+    """Where every gang holding GPUs is, and every node's live status, by engine ids.
+
+    Kept apart from :func:`live_frame` (which every dashboard receives each tick): the API's
+    rack, node and job views read it.  ``jobs`` maps a job name to its state, GPUs and node
+    runs ``[[first, last], ...]``; ``down``, ``drained`` and ``spare`` are node runs.
+    """
+    s = engine.state
+    jobs = {}
+    for r in engine.running.values():
+        jobs[r.spec.name] = {"state": r.state, "gpus": r.gpus,
+                             "model": engine.plan.models[r.model].name,
+                             "nodes": _ranges(r.placement.nodes)}
+    return {"t": round(engine.now, 3), "jobs": jobs,
+            "down": _ranges(np.flatnonzero(~s.node_up)),
+            "drained": _ranges(np.flatnonzero(s.node_drained)),
+            "spare": _ranges(np.flatnonzero(s.node_spare))}
+
+
+def in_ranges(node: int, runs: list[list[int]]) -> bool:
+    """Whether ``node`` lies in one of the ``[first, last]`` runs."""
+    return any(a <= node <= b for a, b in runs)

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from scheduler.live import live_frame
+from scheduler.live import live_frame, live_placement
 from scheduler.presets import PRESETS
 from scheduler.simulate import Scenario
 from twin import broadcast, selectors, services
@@ -90,6 +90,7 @@ class EngineDriver:
         self.inventory = ""  # its fingerprint, stored with every snapshot
         self._statuses: list = []  # commands that give a fresh engine the inventory's statuses
         self._events_saved = 0  # engine log lines kept in the database so far
+        self._placement: dict | None = None  # the last step's live_placement
         self.seq = 0
         self.paused = False
         self.health = "starting"
@@ -252,6 +253,7 @@ class EngineDriver:
     def _advance(self, advance: float) -> dict:
         engine = self.engine
         engine.run_until(engine.now + advance)
+        self._placement = live_placement(engine)
         return live_frame(engine)
 
     async def _publish(self, frame: dict) -> dict:
@@ -263,7 +265,7 @@ class EngineDriver:
             await database_sync_to_async(services.live_state_write)(
                 seq=self.seq, t_sim=t, frame=frame, health=self.health,
                 last_error=self.last_error, speed=self.speed, paused=self.paused,
-                inventory=self.log_key)
+                inventory=self.log_key, placement=self._placement)
             await broadcast.frame_publish(frame, self.seq, t, layer=self.layer)
         except Exception:
             logger.exception("live engine: could not write or publish frame %d", self.seq)

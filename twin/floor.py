@@ -5,8 +5,8 @@ within the cluster): the ids a ``rack_power`` or ``power_cap`` drill targets and
 the live frame's rack heatmaps (``scheduler.frames.rack_floor``: halls stacked, one heatmap row
 per rack row, one column per rack in the row).
 
-The live engine runs the cluster's preset; for a cluster built from a custom plan it runs the
-default preset, and its rack heatmaps then describe another floor than the inventory's.
+The live engine runs this inventory (``twin.inventory.cluster_plan_read``), so its rack
+heatmaps describe this floor.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ def rack_detail(*, cluster: m.Cluster, index: int) -> dict | None:
         return None
     hall_index, rows_per_hall = _floor_geometry(cluster)
     nodes = list(rack.nodes.order_by("slot").values(
-        "hostname", "slot", "accelerator_model__name", "accelerator_count", "status",
+        "pk", "hostname", "slot", "accelerator_model__name", "accelerator_count", "status",
         "status_reason", "is_spare"))
     return {
         "id": index, "name": rack.name, "hall": rack.hall.name, "row": rack.row,
         "column": rack.column, "power_capacity_kw": rack.power_capacity_kw,
         "cell": [hall_index[rack.hall_id] * rows_per_hall + rack.row, rack.column],
-        "nodes": [{"hostname": n["hostname"], "slot": n["slot"],
+        "nodes": [{"pk": n["pk"], "hostname": n["hostname"], "slot": n["slot"],
                    "model": n["accelerator_model__name"], "gpus": n["accelerator_count"],
                    "status": n["status"], "reason": n["status_reason"],
                    "spare": n["is_spare"]} for n in nodes],

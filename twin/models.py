@@ -363,6 +363,8 @@ class LiveState(models.Model):
     paused = models.BooleanField(default=False)
     inventory = models.CharField(max_length=32, blank=True,
                                  help_text="Fingerprint of the inventory the engine runs")
+    placement = models.JSONField(default=dict, blank=True,
+                                 help_text="Jobs' nodes and nodes' live status (engine ids)")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -92,3 +92,34 @@ def engine_events_page(*, inventory: str, kind: str = "", component: str = "", j
               for e in rows.order_by("-seq")[start:start + per_page]]
     return {"events": events, "page": page, "pages": pages, "per_page": per_page,
             "total": total}
+
+
+def node_by_engine_id(*, cluster: m.Cluster, index: int) -> dict | None:
+    """The node the core numbers ``index`` (its position in id order), as plain values."""
+    if index < 0:
+        return None
+    row = (m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+           .values("id", "hostname", "rack_id", "rack__name", "slot", "accelerator_model__name",
+                   "accelerator_count", "status", "status_reason", "is_spare",
+                   "nvlink_domain")[index:index + 1])
+    row = next(iter(row), None)
+    if row is None:
+        return None
+    racks = list(m.Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
+                 .values_list("pk", flat=True))
+    return {"hostname": row["hostname"], "rack": racks.index(row["rack_id"]),
+            "rack_name": row["rack__name"], "slot": row["slot"],
+            "model": row["accelerator_model__name"], "gpus": row["accelerator_count"],
+            "status": row["status"], "reason": row["status_reason"], "spare": row["is_spare"],
+            "nvlink_domain": row["nvlink_domain"]}
+
+
+def racks_of_engine_nodes(*, cluster: m.Cluster, nodes: list[int]) -> list[dict]:
+    """The racks (core ids and names) holding the nodes the core numbers ``nodes``."""
+    node_racks = list(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+                      .values_list("rack_id", flat=True))
+    racks = list(m.Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
+                 .values_list("pk", "name"))
+    position = {pk: i for i, (pk, _) in enumerate(racks)}
+    wanted = sorted({position[node_racks[n]] for n in nodes if 0 <= n < len(node_racks)})
+    return [{"id": i, "name": racks[i][1]} for i in wanted]

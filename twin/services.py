@@ -324,11 +324,14 @@ def engine_pause(*, user, paused) -> bool:
 
 
 def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_error: str,
-                     speed: float, paused: bool, inventory: str = "") -> None:
+                     speed: float, paused: bool, inventory: str = "",
+                     placement: dict | None = None) -> None:
     """The engine's latest frame and status, in one UPDATE of the single LiveState row."""
     fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
               "last_error": last_error, "speed": speed, "paused": paused,
               "inventory": inventory, "updated_at": timezone.now()}
+    if placement is not None:
+        fields["placement"] = placement
     if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
         m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
 

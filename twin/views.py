@@ -16,8 +16,10 @@ from django.shortcuts import redirect, render
 from django.views import csrf
 from django.views.decorators.http import require_GET, require_http_methods
 
+from scheduler.live import in_ranges
 from twin import consumers, floor, selectors, services
 from twin.forms import KIND_PARAMS, DrillForm
+from twin.inventory import EngineIds
 from twin.metrics import CONTENT_TYPE, metrics_text
 
 DRILLS_LIMIT = 50
@@ -202,13 +204,27 @@ def _api_drill_request(request):
                          "target": drill.target}, status=202)
 
 
+def _live_node(placement: dict, node: int) -> tuple[str, list[str]]:
+    """A node's live status (``down``, ``drained``, ``spare`` or ``up``) and the jobs on it,
+    from the engine's last placement."""
+    if not placement:
+        return "unknown", []
+    status = next((k for k in ("down", "drained", "spare")
+                   if in_ranges(node, placement.get(k, []))), "up")
+    jobs = [name for name, job in placement.get("jobs", {}).items()
+            if in_ranges(node, job["nodes"])]
+    return status, jobs
+
+
+def _placement() -> dict:
+    live = selectors.live_state_get()
+    return live.placement if live is not None else {}
+
+
 @require_GET
 def api_rack(request, index: int):
-    """Rack ``index`` (the core's id): its nodes from the inventory and its live heatmap values.
-
-    Jobs are not listed: the live frame carries no job placement (only each running job's
-    span in pods and leaves), so which jobs run on a rack is not known outside the engine.
-    """
+    """Rack ``index`` (the core's id): its nodes from the inventory with each node's live
+    status and jobs, the jobs on the rack, and its live heatmap values."""
     cluster = selectors.cluster_current()
     if cluster is None:
         return _error("no cluster built yet; run build_cluster", 404)
@@ -216,10 +232,45 @@ def api_rack(request, index: int):
     if rack is None:
         return _error(f"rack {index} does not exist in cluster {cluster.name}", 404)
     live = selectors.live_state_get()
+    placement = live.placement if live is not None else {}
     rack["live"] = floor.rack_live_values(live.frame if live else {}, rack["cell"])
-    rack["jobs"] = None
-    rack["jobs_note"] = "job placement is not part of the live frame"
+    ids = EngineIds(cluster)
+    jobs: dict[str, int] = {}
+    for node in rack["nodes"]:
+        node["id"] = ids.node(node.pop("pk"))
+        node["live_status"], node["jobs"] = _live_node(placement, node["id"])
+        for name in node["jobs"]:
+            jobs[name] = jobs.get(name, 0) + 1
+    rack["jobs"] = [{"name": name, "nodes_here": n,
+                     **{k: placement["jobs"][name][k] for k in ("state", "gpus")}}
+                    for name, n in sorted(jobs.items())]
     return JsonResponse(rack)
+
+
+@require_GET
+def api_node(request, index: int):
+    """Node ``index`` (the core's id): its inventory row, operator and live status, its rack
+    and the jobs on it."""
+    cluster = selectors.cluster_current()
+    if cluster is None:
+        return _error("no cluster built yet; run build_cluster", 404)
+    node = selectors.node_by_engine_id(cluster=cluster, index=index)
+    if node is None:
+        return _error(f"node {index} does not exist in cluster {cluster.name}", 404)
+    live_status, jobs = _live_node(_placement(), index)
+    return JsonResponse({**node, "id": index, "live_status": live_status, "jobs": jobs})
+
+
+@require_GET
+def api_job(request, name: str):
+    """Job ``name`` as placed now: state, GPUs, nodes (core ids) and racks."""
+    cluster = selectors.cluster_current()
+    job = _placement().get("jobs", {}).get(name)
+    if job is None:
+        return _error(f"job {name!r} holds no GPUs now (queued, done or unknown)", 404)
+    nodes = [n for a, b in job["nodes"] for n in range(a, b + 1)]
+    racks = selectors.racks_of_engine_nodes(cluster=cluster, nodes=nodes) if cluster else []
+    return JsonResponse({"name": name, **job, "node_ids": nodes, "racks": racks})
 
 
 @require_GET

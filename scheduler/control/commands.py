@@ -87,6 +87,7 @@ def switch_down(engine, *, switch) -> dict:
     tier = ("leaf", "spine", "core")[int(f.switch_tier[sw])]
     if f.switch_tier[sw] == 0:
         nodes = _leaf_nodes(engine, sw)
+        engine.reliability.mark_switch(sw, +1)  # its uplinks are out too (the link heatmaps)
         hit = sorted({i for n in nodes.tolist()
                       for i in engine.reliability.node_out(n, LEAF_FAILED)})
         jobs = [engine.runs[i].spec.name for i in hit]
@@ -110,6 +111,7 @@ def switch_up(engine, *, switch) -> dict:
     tier = ("leaf", "spine", "core")[int(f.switch_tier[sw])]
     if f.switch_tier[sw] == 0:
         nodes = _leaf_nodes(engine, sw)
+        engine.reliability.mark_switch(sw, -1)
         for n in nodes.tolist():
             engine.reliability.node_back(n)
         engine.scheduler.wake()

@@ -62,9 +62,23 @@
         div.className = "chart heatmap";
         links.appendChild(div);
       }
-      Plotly.react(div, [heatmapTrace(heatmap, { colorscale: "Viridis", zmin: 0, zmax: 1,
-                                                  unit: "utilisation" })],
-                   heatmapLayout(heatmap), P.plotConfig);
+      var traces = [heatmapTrace(heatmap, { colorscale: "Viridis", zmin: 0, zmax: 1,
+                                            unit: "utilisation" })];
+      var layout = heatmapLayout(heatmap);
+      if (heatmap.links_down) {
+        // failed links (or links of a failed switch): a red cross on every cell holding one
+        var xs = [], ys = [], text = [];
+        (heatmap.down || []).forEach(function (row, y) {
+          row.forEach(function (share, x) {
+            if (share > 0) { xs.push(x); ys.push(y); text.push(Math.round(share * 100) + "% of links out"); }
+          });
+        });
+        traces.push({ type: "scatter", mode: "markers", x: xs, y: ys, text: text,
+                      name: "link out", hovertemplate: "%{text}<extra>link out</extra>",
+                      marker: { symbol: "x", color: "#d62728", size: 9, line: { width: 2 } } });
+        layout.title.text += " — " + heatmap.links_down + " link(s) out";
+      }
+      Plotly.react(div, traces, layout, P.plotConfig);
     });
   }
 
@@ -128,8 +142,10 @@
     P.setText("rack-live", "status " + P.fmt(live.status, 2) + " out · " + P.fmt(live.power_kw, 1) +
               " kW of " + P.fmt(rack.power_capacity_kw, 0) + " · outlet " + P.fmt(live.outlet_c, 1) +
               " °C" + (racksInThisCell > 1 ? " · this cell averages " + racksInThisCell + " racks" : ""));
+    // live status is the engine's; the inventory's (operator-set) status stands beside it
     P.fillTable("rack-nodes", rack.nodes.map(function (n) {
-      return [n.hostname, n.slot, n.model, n.gpus, n.status + (n.reason ? " (" + n.reason + ")" : ""),
+      return [n.hostname, n.slot, n.model, n.gpus, n.live_status || "unknown",
+              n.status + (n.reason ? " (" + n.reason + ")" : ""), (n.jobs || []).join(", "),
               n.spare ? "spare" : ""];
     }), "No nodes.");
     document.getElementById("rack-detail").hidden = false;

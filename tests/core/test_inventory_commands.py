@@ -66,3 +66,33 @@ def test_an_edit_naming_a_part_the_engine_lacks_is_refused_and_changes_nothing(c
     with pytest.raises(ValueError):
         e.command(command, **params)
     assert e.state.version == version and e.state.node_up.all()
+
+
+def test_links_and_switches_marked_out_show_on_the_link_heatmaps():
+    from scheduler.frames import dashboard_frames
+    e = wide_engine()
+    f = e.plan.fabric
+    spine = int(np.flatnonzero(f.switch_tier == 1)[0])
+    link = int(np.flatnonzero((f.link_kind == 0) & (f.link_b != spine))[0])
+    heat = dashboard_frames(e)["links"][0]
+    assert heat["links_down"] == 0 and not np.any(heat["down"])
+    e.command("switch_down", switch=spine)
+    e.command("link_down", link=link)
+    e.jobs.rerate_all()
+    leaf_spine = dashboard_frames(e)["links"][0]
+    expected = (f.link_kind == 0) & ((f.link_b == spine) | (np.arange(f.link_a.size) == link))
+    assert leaf_spine["links_down"] == int(expected.sum()) > 1
+    assert np.count_nonzero(leaf_spine["down"]) == int(expected.sum())  # one cell per link here
+    e.command("switch_up", switch=spine)
+    e.command("link_up", link=link)
+    assert dashboard_frames(e)["links"][0]["links_down"] == 0
+
+
+def test_a_failed_leaf_marks_its_uplinks_out_and_its_repair_clears_them():
+    from scheduler.frames import links_down
+    e = wide_engine()
+    f = e.plan.fabric
+    e.command("switch_down", switch=0)
+    assert links_down(e).tolist() == ((f.link_a == 0) | (f.link_b == 0)).tolist()
+    e.command("switch_up", switch=0)
+    assert not links_down(e).any()

@@ -15,7 +15,7 @@ import pytest
 from channels.layers import InMemoryChannelLayer
 from django.test import Client
 
-from scheduler.live import live_frame
+from scheduler.live import live_frame, live_placement
 from scheduler.simulate import Scenario
 from twin import broadcast
 from twin import models as m
@@ -56,9 +56,10 @@ def frame(scene):
 
 
 @pytest.fixture
-def live(db, frame):
+def live(db, frame, scene):
     live_state_write(seq=42, t_sim=frame["t"], frame={**frame, "health": "ok"}, health="ok",
-                     last_error="", speed=120.0, paused=False)
+                     last_error="", speed=120.0, paused=False,
+                     placement=as_json(live_placement(scene.engine)))
     return m.LiveState.objects.get()
 
 
@@ -291,7 +292,42 @@ def test_a_rack_lists_the_engines_nodes_and_their_live_values(login, build, live
     assert data["live"]["status"] == round(float(out.mean()), 4) > 0
     assert data["live"]["power_kw"] == round(float(e.physics.last_power.rack_kw[rack]), 4)
     assert data["live"]["outlet_c"] == round(float(e.physics.last_power.outlet_c[rack]), 4)
-    assert data["jobs"] is None and "placement" in data["jobs_note"]
+    # each node's live status and jobs are the engine's, beside the operator's status
+    for n, node in zip(ids, data["nodes"], strict=True):
+        assert node["id"] == n
+        expected = ("down" if not e.state.node_up[n] else "drained" if e.state.node_drained[n]
+                    else "spare" if e.state.node_spare[n] else "up")
+        assert node["live_status"] == expected
+        assert sorted(node["jobs"]) == sorted(r.spec.name for r in e.running.values()
+                                              if n in r.placement.nodes.tolist())
+    assert any(node["live_status"] == "drained" for node in data["nodes"])
+    on_rack = {r.spec.name for r in e.running.values()
+               if np.isin(r.placement.nodes, ids).any()}
+    assert {j["name"] for j in data["jobs"]} == on_rack
+
+
+def test_a_node_and_a_job_show_where_the_engine_placed_them(login, build, live, scene):
+    build("--preset", "dev-small")
+    e = scene.engine
+    client = login("operator")
+    run = max(e.running.values(), key=lambda r: r.gpus)
+    nodes = sorted(run.placement.nodes.tolist())
+    job = client.get(f"/api/jobs/{run.spec.name}").json()
+    assert job["node_ids"] == nodes and job["gpus"] == run.gpus and job["state"] == run.state
+    assert [r["id"] for r in job["racks"]] == sorted({int(e.plan.node_rack[n]) for n in nodes})
+    node = client.get(f"/api/nodes/{nodes[0]}").json()
+    assert node["id"] == nodes[0] and run.spec.name in node["jobs"]
+    assert node["rack"] == int(e.plan.node_rack[nodes[0]])
+    assert node["hostname"].endswith(f"-n{nodes[0]:06d}")
+    drained = client.get(f"/api/nodes/{scene.drained}").json()
+    assert drained["live_status"] == "drained" and drained["status"] == "ready"
+
+
+@pytest.mark.parametrize("path", ["/api/nodes/99999", "/api/jobs/nope"])
+def test_an_unknown_node_or_job_is_a_json_404(login, build, live, path):
+    build("--preset", "dev-small")
+    response = login("operator").get(path)
+    assert response.status_code == 404 and "error" in response.json()
 
 
 def test_an_unknown_rack_is_a_json_404(login, small_cluster):

@@ -1,0 +1,126 @@
+"""``import_inventory``: write a cluster from a JSON, CSV or NetBox inventory, or from Slurm.
+
+The layouts are described in :mod:`twin.inventory_import`, :mod:`twin.inventory_formats` and
+:mod:`twin.slurm_import`.  Every row is checked before anything is written; the errors go to
+stderr one per line (the first :data:`~twin.inventory_import.MAX_ERRORS`) and the command
+exits with status 2, the database as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
+
+from twin.inventory_formats import (
+    LayoutError,
+    inventory_from_csv,
+    inventory_from_json,
+    inventory_from_netbox,
+)
+from twin.inventory_import import MAX_ERRORS, InventoryError, inventory_import
+from twin.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
+
+FORMATS = ("json", "csv", "netbox")
+
+
+def _refuse(message: str) -> CommandError:
+    return CommandError(message, returncode=2)
+
+
+class Command(BaseCommand):
+    help = ("Import a cluster's inventory from a JSON file, a directory of CSV files, NetBox's "
+            "device and cable CSV exports, or a running Slurm (--from-slurm); every row is "
+            "checked first and nothing is written when one is wrong.")
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        if parser.called_from_command_line:
+            parser.error = lambda message: parser.exit(
+                2, f"{prog_name} {subcommand}: error: {message}\n")
+        return parser
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", nargs="?", metavar="PATH",
+                            help="a JSON file, or a directory of CSV files (csv, netbox)")
+        parser.add_argument("--format", choices=FORMATS,
+                            help="json (default for a file) or csv (default for a directory), "
+                                 "or netbox (devices.csv and cables.csv)")
+        parser.add_argument("--name", metavar="CLUSTER",
+                            help="cluster name (overrides the file's; required for netbox, "
+                                 "for csv without cluster.csv, and with --from-slurm)")
+        parser.add_argument("--replace", action="store_true",
+                            help="replace an existing cluster of that name")
+        parser.add_argument("--from-slurm", action="store_true",
+                            help="read nodes and the switch tree from a running Slurm")
+        parser.add_argument("--slurm-conf", metavar="PATH",
+                            help="slurm.conf of the Slurm to read (sets SLURM_CONF)")
+        parser.add_argument("--slurm-timeout", type=float, default=SLURM_TIMEOUT,
+                            metavar="SECONDS", help="how long to wait for each Slurm command")
+
+    def handle(self, *args, **opts):
+        started = time.perf_counter()
+        inventory, source = self._read(opts)
+        try:
+            cluster = inventory_import(inventory, replace=opts["replace"])
+        except InventoryError as exc:
+            for line in exc.errors[:MAX_ERRORS]:
+                self.stderr.write(line)
+            if len(exc.errors) > MAX_ERRORS:
+                self.stderr.write(f"... and {len(exc.errors) - MAX_ERRORS} more errors")
+            raise _refuse(f"{source}: {len(exc.errors)} error(s); nothing was written") \
+                from None
+        except DatabaseError as exc:
+            raise _refuse(f"cannot write the inventory: {str(exc).splitlines()[0]} "
+                          "(has the database been migrated?)") from None
+        s = cluster.summary
+        self.stdout.write(f"Imported {cluster.name} from {source}: {s['nodes']:,} nodes, "
+                          f"{s['gpus']:,} accelerators, {sum(s['switches'].values()):,} "
+                          f"switches, {s['links']:,} cables "
+                          f"({time.perf_counter() - started:.2f} s)")
+
+    def _read(self, opts):
+        path, fmt, name = opts["path"], opts["format"], opts["name"]
+        if opts["from_slurm"]:
+            if path or fmt:
+                raise _refuse("--from-slurm reads Slurm, not a PATH or --format")
+            if not name:
+                raise _refuse("--from-slurm needs --name CLUSTER")
+            conf = Path(opts["slurm_conf"]) if opts["slurm_conf"] else None
+            if conf is not None and not conf.is_file():
+                raise _refuse(f"--slurm-conf {conf}: no such file")
+            try:
+                nodes, topology = slurm_read(conf=conf, timeout=opts["slurm_timeout"])
+                return inventory_from_slurm(nodes, topology, name=name), "Slurm"
+            except SlurmError as exc:
+                raise _refuse(f"cannot read Slurm: {exc}") from None
+        if opts["slurm_conf"]:
+            raise _refuse("--slurm-conf goes with --from-slurm")
+        if not path:
+            raise _refuse("give a PATH to import, or --from-slurm")
+        p = Path(path)
+        if not p.exists():
+            raise _refuse(f"{path}: no such file or directory")
+        fmt = fmt or ("csv" if p.is_dir() else "json")
+        if (fmt == "json") == p.is_dir():
+            raise _refuse(f"{path}: --format {fmt} reads "
+                          f"{'a file' if fmt == 'json' else 'a directory'}")
+        if fmt == "netbox" and not name:
+            raise _refuse("--format netbox needs --name CLUSTER")
+        try:
+            if fmt == "json":
+                try:
+                    doc = json.loads(p.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise LayoutError(f"{path}: cannot read: {exc}") from None
+                except json.JSONDecodeError as exc:
+                    raise LayoutError(f"{path}: not JSON: {exc}") from None
+                return inventory_from_json(doc, source=path, name=name), path
+            if fmt == "csv":
+                return inventory_from_csv(p, name=name), path
+            return inventory_from_netbox(p, name=name), path
+        except LayoutError as exc:
+            raise _refuse(str(exc)) from None
