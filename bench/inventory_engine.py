@@ -28,6 +28,7 @@ async def edit_to_frame(cluster) -> tuple[float, float, int]:
     Returns (driver start s, edit-to-frame s, steps)."""
     from channels.db import database_sync_to_async
 
+    from scheduler.live import in_ranges
     from twin import models as m
     from twin import services
     from twin.driver import EngineDriver
@@ -36,22 +37,22 @@ async def edit_to_frame(cluster) -> tuple[float, float, int]:
     driver = EngineDriver(speed=60.0, snapshot_in_child=False)
     await driver.start()
     started = time.perf_counter() - start
-    frame = await driver.step_once()
-    down_before = frame["util"]["down"]
+    await driver.step_once()
+    target = 10  # the core's node 10: the 11th node in id order
 
     def mark():
-        node = m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")[10]
+        node = m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")[target]
         services.nodes_mark_failed(nodes=m.Node.objects.filter(pk=node.pk))
-        return node.accelerator_count
 
     t0 = time.perf_counter()
-    gpus = await database_sync_to_async(mark)()
+    await database_sync_to_async(mark)()
     steps = 0
     while True:
         await asyncio.sleep(driver.frame_interval_s)  # the live loop's wait: the worst case
-        frame = await driver.step_once()
+        await driver.step_once()
         steps += 1
-        if frame["util"]["down"] >= down_before + gpus or steps > 100:
+        # the frame written with this step's placement shows the node out
+        if in_ranges(target, driver._placement["down"]) or steps > 100:
             break
     edit = time.perf_counter() - t0
     await driver.close(snapshot=False)
