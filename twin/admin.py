@@ -6,6 +6,8 @@ full-table count (``show_full_result_count``).
 """
 
 from django.contrib import admin, messages
+from django.shortcuts import redirect
+from django.urls import reverse
 
 from twin import models as m
 from twin import services
@@ -51,19 +53,48 @@ class DataHallAdmin(admin.ModelAdmin):
     list_select_related = ("site",)
 
 
+@admin.action(description="Mark selected power feeds failed")
+def feed_failed(modeladmin, request, queryset):
+    n = services.power_feeds_set_status(feeds=queryset, status="down", user=request.user)
+    _report(modeladmin, request, n, "power feeds marked failed")
+
+
+@admin.action(description="Mark selected power feeds repaired")
+def feed_repaired(modeladmin, request, queryset):
+    n = services.power_feeds_set_status(feeds=queryset, status="up", user=request.user)
+    _report(modeladmin, request, n, "power feeds marked repaired")
+
+
+@admin.action(description="Mark selected cooling loops failed")
+def loop_failed(modeladmin, request, queryset):
+    n = services.cooling_loops_set_status(loops=queryset, status="down", user=request.user)
+    _report(modeladmin, request, n, "cooling loops marked failed")
+
+
+@admin.action(description="Mark selected cooling loops repaired")
+def loop_repaired(modeladmin, request, queryset):
+    n = services.cooling_loops_set_status(loops=queryset, status="up", user=request.user)
+    _report(modeladmin, request, n, "cooling loops marked repaired")
+
+
 @admin.register(m.PowerFeed)
 class PowerFeedAdmin(FastChangelist):
-    list_display = ("name", "hall", "capacity_kw")
+    list_display = ("name", "hall", "capacity_kw", "status")
     list_select_related = ("hall__site",)
     search_fields = ("name",)
+    list_filter = ("status",)
+    actions = (feed_failed, feed_repaired)
+    readonly_fields = STATUS_READONLY
 
 
 @admin.register(m.CoolingLoop)
 class CoolingLoopAdmin(FastChangelist):
-    list_display = ("name", "hall", "kind", "capacity_kw")
+    list_display = ("name", "hall", "kind", "capacity_kw", "status")
     list_select_related = ("hall__site",)
-    list_filter = ("kind",)
+    list_filter = ("kind", "status")
     search_fields = ("name",)
+    actions = (loop_failed, loop_repaired)
+    readonly_fields = STATUS_READONLY
 
 
 class NodeInline(admin.TabularInline):
@@ -132,6 +163,21 @@ class NodeAdmin(FastChangelist):
     actions = (drain, undrain, node_failed, node_repaired)
     inlines = (AcceleratorInline,)
     readonly_fields = STATUS_READONLY + ("status_reason",)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        node = self.get_object(request, object_id)
+        why = services.node_removal_refusal(node=node) if node is not None else None
+        if why:
+            self.message_user(request, why, messages.ERROR)
+            return redirect(reverse("admin:twin_node_change", args=[object_id]))
+        return super().delete_view(request, object_id, extra_context)
+
+    def delete_queryset(self, request, queryset):
+        refused = [(n.pk, why) for n in queryset
+                   if (why := services.node_removal_refusal(node=n))]
+        for _, why in refused:
+            self.message_user(request, why, messages.ERROR)
+        super().delete_queryset(request, queryset.exclude(pk__in=[pk for pk, _ in refused]))
 
 
 @admin.action(description="Mark selected accelerators failed")

@@ -32,7 +32,9 @@ from scheduler.simulate import Scenario
 from twin import broadcast, selectors, services
 from twin.conf import app_setting
 from twin.engine_commands import (
+    COOLING_COMMANDS,
     ENGINE_COMMANDS,
+    FEED_COMMANDS,
     GPU_COMMANDS,
     LINK_COMMANDS,
     SWITCH_COMMANDS,
@@ -333,7 +335,8 @@ class EngineDriver:
             logger.info("live engine: speed x%g", self.speed)
         elif cmd.name in ("pause", "resume"):
             self.paused = cmd.name == "pause"
-        elif cmd.name in ENGINE_COMMANDS + SWITCH_COMMANDS + LINK_COMMANDS + GPU_COMMANDS:
+        elif cmd.name in (ENGINE_COMMANDS + SWITCH_COMMANDS + LINK_COMMANDS + GPU_COMMANDS
+                          + FEED_COMMANDS + COOLING_COMMANDS):
             try:
                 await self._in_engine(self.engine.command, cmd.name, **cmd.params)
             except ValueError as exc:

@@ -16,6 +16,8 @@ SPEED_MAX = 10_000.0
 ENGINE_COMMANDS = ("drain_node", "undrain_node", "node_down", "node_up")
 SWITCH_COMMANDS = ("switch_down", "switch_up")
 LINK_COMMANDS = ("link_down", "link_up")
+FEED_COMMANDS = ("feed_down", "feed_up")
+COOLING_COMMANDS = ("cooling_down", "cooling_up")
 GPU_COMMANDS = ("gpu_down", "gpu_up")
 """Commands passed to ``Engine.command`` as they are."""
 
@@ -63,6 +65,10 @@ def command_parse(message: dict) -> Command:
         return Command(name, {"switch": _int("switch", params.get("switch"))})
     if name in LINK_COMMANDS:
         return Command(name, {"link": _int("link", params.get("link"))})
+    if name in FEED_COMMANDS:
+        return Command(name, {"rack": _int("rack", params.get("rack"))})
+    if name in COOLING_COMMANDS:
+        return Command(name, {"loop": _int("loop", params.get("loop"))})
     if name in GPU_COMMANDS:
         nic = params.get("nic", False)
         if not isinstance(nic, bool):

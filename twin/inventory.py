@@ -339,6 +339,12 @@ class EngineIds:
         self._nodes = np.array([r[0] for r in rows], dtype=np.int64)
         counts = np.array([r[1] for r in rows], dtype=np.int64)
         self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self._racks = np.array(list(m.Rack.objects.filter(hall__site__cluster=cluster)
+                                    .order_by("id").values_list("id", flat=True)),
+                               dtype=np.int64)
+        self._loops = np.array(list(m.CoolingLoop.objects.filter(hall__site__cluster=cluster)
+                                    .order_by("id").values_list("id", flat=True)),
+                               dtype=np.int64)
         self._links = np.array(list(m.Link.objects.filter(cluster=cluster,
                                                           peer_switch__isnull=False)
                                     .order_by("id").values_list("id", flat=True)),
@@ -358,6 +364,14 @@ class EngineIds:
 
     def link(self, pk: int) -> int | None:
         return self._pos(self._links, pk)
+
+    def rack(self, pk: int) -> int | None:
+        return self._pos(self._racks, pk)
+
+    def cooling_loop(self, pk: int) -> int | None:
+        """A loop's position in id order: ``cluster_plan_write`` makes one per rack row, in
+        (hall, row) order, which is the engine's cooling-unit order."""
+        return self._pos(self._loops, pk)
 
 
 def inventory_status_commands(*, cluster: m.Cluster) -> list[tuple[str, dict]]:
@@ -381,4 +395,10 @@ def inventory_status_commands(*, cluster: m.Cluster) -> list[tuple[str, dict]]:
         out.append(("link_down", {"link": ids.link(pk)}))
     for node_pk, port in down.filter(node__isnull=False).values_list("node_id", "node_port"):
         out.append(("gpu_down", {"gpu": ids.gpu(node_pk, port), "nic": True}))
+    for rack_pk in m.Rack.objects.filter(hall__site__cluster=cluster,
+                                         power_feed__status="down").values_list("id", flat=True):
+        out.append(("feed_down", {"rack": ids.rack(rack_pk)}))
+    for loop_pk in m.CoolingLoop.objects.filter(hall__site__cluster=cluster,
+                                                status="down").values_list("id", flat=True):
+        out.append(("cooling_down", {"loop": ids.cooling_loop(loop_pk)}))
     return out

@@ -60,6 +60,8 @@ class PowerFeed(models.Model):
     hall = models.ForeignKey(DataHall, on_delete=models.CASCADE, related_name="power_feeds")
     name = models.CharField(max_length=64)
     capacity_kw = models.FloatField(validators=positive)
+    status = models.CharField(max_length=8, default="up",
+                              choices=[("up", "up"), ("down", "down")])
 
     class Meta:
         unique_together = [("hall", "name")]
@@ -77,6 +79,8 @@ class CoolingLoop(models.Model):
     name = models.CharField(max_length=64)
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.AIR)
     capacity_kw = models.FloatField(validators=positive)
+    status = models.CharField(max_length=8, default="up",
+                              choices=[("up", "up"), ("down", "down")])
 
     class Meta:
         unique_together = [("hall", "name")]
@@ -256,6 +260,17 @@ class Link(models.Model):
             raise ValidationError({"peer_switch": "a link cannot join a switch to itself"})
         if has_node and self.node_port is None:
             raise ValidationError({"node_port": "a node link needs the node's NIC port"})
+        # every end must belong to the link's cluster (the engine runs one cluster's fabric)
+        ends = [("switch", self.switch_id and self.switch.cluster_id)]
+        if has_peer:
+            ends.append(("peer_switch", self.peer_switch.cluster_id))
+        if has_node:
+            ends.append(("node", self.node.rack.hall.site.cluster_id))
+        for field_name, cluster_id in ends:
+            if self.cluster_id and cluster_id and cluster_id != self.cluster_id:
+                raise ValidationError({field_name: (
+                    f"this end belongs to another cluster than the link "
+                    f"({self.cluster.name})")})
 
 
 class StorageSystem(models.Model):

@@ -160,6 +160,39 @@ def switches_set_status(*, switches: QuerySet, status: str, user=None) -> int:
     return count
 
 
+@transaction.atomic
+def power_feeds_set_status(*, feeds: QuerySet, status: str, user=None) -> int:
+    """A failed feed takes down the nodes of every rack it feeds (in the live engine)."""
+    if status not in ("up", "down"):
+        raise ValueError(f"unknown power feed status {status!r}")
+    todo = feeds.exclude(status=status)
+    rows = list(todo.order_by("id").values_list("id", "name"))
+    count = todo.update(status=status)
+    _audit(user, f"power feed {status}", [name for _, name in rows])
+    ids = _live_ids()
+    if ids is not None:
+        racks = m.Rack.objects.filter(power_feed_id__in=[pk for pk, _ in rows]).order_by("id")
+        _engine_tell("feed_up" if status == "up" else "feed_down", "rack",
+                     [ids.rack(pk) for pk in racks.values_list("id", flat=True)])
+    return count
+
+
+@transaction.atomic
+def cooling_loops_set_status(*, loops: QuerySet, status: str, user=None) -> int:
+    """A failed cooling loop throttles the racks it cools (in the live engine)."""
+    if status not in ("up", "down"):
+        raise ValueError(f"unknown cooling loop status {status!r}")
+    todo = loops.exclude(status=status)
+    rows = list(todo.order_by("id").values_list("id", "name"))
+    count = todo.update(status=status)
+    _audit(user, f"cooling loop {status}", [name for _, name in rows])
+    ids = _live_ids()
+    if ids is not None:
+        _engine_tell("cooling_up" if status == "up" else "cooling_down", "loop",
+                     [ids.cooling_loop(pk) for pk, _ in rows])
+    return count
+
+
 DEMO_ACCOUNTS = (
     ("admin", "superuser: edits inventory in the admin"),
     ("staff", "staff with twin.run_drill: runs drills"),
@@ -393,3 +426,23 @@ def engine_events_resume(*, inventory: str, have: int) -> int:
     kept.filter(seq__gte=have).delete()
     last = kept.order_by("-seq").values_list("seq", flat=True).first()
     return 0 if last is None else min(last + 1, have)
+
+
+def node_removal_refusal(*, node: m.Node) -> str | None:
+    """Why ``node`` may not be removed now (``None`` if it may): a node in service must be
+    drained (or failed) first, and one the live engine still runs a job on must wait."""
+    if node.status == m.NodeStatus.READY:
+        return (f"{node.hostname} is in service: drain it first (its jobs finish, nothing new "
+                "starts on it), then remove it")
+    live = selectors.live_state_get()
+    cluster = selectors.cluster_current()
+    placement = live.placement if live is not None else {}
+    if cluster is None or not placement or node.rack.hall.site.cluster_id != cluster.pk:
+        return None
+    index = EngineIds(cluster).node(node.pk)
+    jobs = [name for name, job in placement.get("jobs", {}).items()
+            if any(a <= index <= b for a, b in job["nodes"])]
+    if jobs:
+        return (f"{node.hostname} still runs {', '.join(sorted(jobs)[:5])} in the live engine: "
+                "remove it once they have finished")
+    return None

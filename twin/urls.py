@@ -12,6 +12,7 @@ urlpatterns = [
     path("topology/", views.topology, name="topology"),
     path("jobs/", views.jobs, name="jobs"),
     path("failures/", views.failures, name="failures"),
+    path("events/", views.events, name="events"),
     path("drills/", views.drills, name="drills"),
     path("api/inventory", views.api_inventory, name="api-inventory"),
     path("api/state", views.api_state, name="api-state"),

@@ -63,6 +63,24 @@ def failures(request):
     return render(request, "twin/failures.html")
 
 
+@require_GET
+def events(request):
+    """The stored event log of the engine now running, newest first, filtered and paged
+    (the same query as ``/api/events``)."""
+    live = selectors.live_state_get()
+    filters = {k: request.GET.get(k, "").strip()[:200] for k in ("kind", "component", "job")}
+    try:
+        page = max(1, int(request.GET.get("page", 1)))
+    except ValueError:
+        page = 1
+    data = (selectors.engine_events_page(inventory=live.inventory, page=page, per_page=100,
+                                         **filters)
+            if live is not None else None)
+    query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
+    return render(request, "twin/events.html", {"data": data, "filters": filters,
+                                                 "query": query})
+
+
 @require_http_methods(["GET", "POST"])
 def drills(request):
     if not can_run_drills(request.user):

@@ -166,6 +166,59 @@ def gpu_up(engine, *, gpu, nic: bool = False) -> dict:
     return {"gpu": g, "node": n, "up": bool(engine.state.node_up[n])}
 
 
+PDU_FAILED = FailureMode("operator_marked_feed_failed", "pdu", 0.0, 0.0, 0.0,
+                         source="inventory edit")
+
+
+def feed_down(engine, *, rack) -> dict:
+    """An operator marked a rack's power feed failed: its nodes go down, their gangs stop."""
+    r = unit_id("rack", rack, engine.plan.n_racks)
+    nodes = np.flatnonzero(engine.plan.node_rack == r)
+    hit = sorted({i for n in nodes.tolist() for i in engine.reliability.node_out(n, PDU_FAILED)})
+    jobs = [engine.runs[i].spec.name for i in hit]
+    engine.kernel.log("power", f"power feed of rack {r} marked failed: {nodes.size} nodes, "
+                               f"{_gpus(nodes, engine)} GPUs out; {len(jobs)} job(s) interrupted",
+                      component=f"rack {r}", jobs=jobs)
+    return {"rack": r, "nodes_down": int(nodes.size), "jobs": jobs}
+
+
+def feed_up(engine, *, rack) -> dict:
+    r = unit_id("rack", rack, engine.plan.n_racks)
+    for n in np.flatnonzero(engine.plan.node_rack == r).tolist():
+        engine.reliability.node_back(n)
+    engine.scheduler.wake()
+    engine.kernel.log("power", f"power feed of rack {r} back", component=f"rack {r}")
+    return {"rack": r}
+
+
+def _cooling_racks(engine, loop: int) -> np.ndarray:
+    plan = engine.plan
+    rows = plan.rack_hall * 1000 + plan.rack_row
+    return np.flatnonzero(rows == np.unique(rows)[loop])
+
+
+def cooling_down(engine, *, loop) -> dict:
+    """An operator marked a cooling loop (one rack row) failed: its racks throttle."""
+    plan = engine.plan
+    k = unit_id("cooling loop", loop, int(np.unique(plan.rack_hall * 1000 + plan.rack_row).size))
+    racks = _cooling_racks(engine, k)
+    engine.reliability.cool(k, racks.tolist(), +1)
+    slowed = [engine.runs[i].spec.name for i in engine.jobs.rerate_all()]
+    engine.kernel.log("cooling", f"cooling loop {k} marked failed: {racks.size} racks throttle, "
+                                 f"{len(slowed)} job(s) re-rated", component=f"cooling {k}",
+                      jobs=slowed)
+    return {"loop": k, "racks": racks.tolist(), "jobs": slowed}
+
+
+def cooling_up(engine, *, loop) -> dict:
+    plan = engine.plan
+    k = unit_id("cooling loop", loop, int(np.unique(plan.rack_hall * 1000 + plan.rack_row).size))
+    engine.reliability.cool(k, _cooling_racks(engine, k).tolist(), -1)
+    engine.jobs.rerate_all()
+    engine.kernel.log("cooling", f"cooling loop {k} back", component=f"cooling {k}")
+    return {"loop": k}
+
+
 def set_policy(engine, *, name, placement=None) -> dict:
     engine.scheduler.set_policy(name, placement)
     policy = engine.scheduler.policy
@@ -197,7 +250,8 @@ def drill(engine, *, kind, target="random", **params) -> dict:
 
 COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up,
                                      switch_down, switch_up, link_down, link_up, gpu_down,
-                                     gpu_up, set_policy, inference_surge, submit_job, drill)}
+                                     gpu_up, feed_down, feed_up, cooling_down, cooling_up,
+                                     set_policy, inference_surge, submit_job, drill)}
 
 
 def apply_command(engine, command: str, /, **params) -> dict:

@@ -317,6 +317,12 @@ class FailureEngine:
         """A spine or core switch observed up or down (a status, not a count)."""
         self.failed_switches[switch] = 0 if up else 1
 
+    def cool(self, loop: int, racks: list[int], sign: int) -> None:
+        """An operator marked a cooling loop failed (+1) or back (-1): its racks throttle."""
+        self.cooling_lost[loop] = max(0, self.cooling_lost[loop] + sign)
+        for r in racks:
+            self.throttled_racks[r] = max(0, self.throttled_racks[r] + sign)
+
     def set_link(self, link: int, up: bool) -> None:
         """A switch-to-switch link observed up or down (a status, not a count)."""
         self.failed_links[link] = 0 if up else 1

@@ -96,3 +96,29 @@ def test_a_failed_leaf_marks_its_uplinks_out_and_its_repair_clears_them():
     assert links_down(e).tolist() == ((f.link_a == 0) | (f.link_b == 0)).tolist()
     e.command("switch_up", switch=0)
     assert not links_down(e).any()
+
+
+def test_a_failed_power_feed_takes_its_racks_nodes_down_in_one_event():
+    e = wide_engine()
+    rack = int(e.plan.node_rack[0])
+    nodes = np.flatnonzero(e.plan.node_rack == rack)
+    out = e.command("feed_down", rack=rack)
+    assert out["nodes_down"] == nodes.size and out["jobs"] == ["wide"]
+    assert not e.state.node_up[nodes].any()
+    power = [ev for ev in e.events if ev["kind"] == "power"]
+    assert len(power) == 1 and power[0]["component"] == f"rack {rack}"
+    assert e.reliability.interruptions["operator_marked_feed_failed"] == 1
+    e.command("feed_up", rack=rack)
+    assert e.state.node_up.all()
+
+
+def test_a_failed_cooling_loop_throttles_its_row_until_repaired():
+    e = wide_engine()
+    out = e.command("cooling_down", loop=0)
+    assert out["racks"] and e.reliability.cooling_lost[0] == 1
+    assert all(e.reliability.throttled_racks[r] == 1 for r in out["racks"])
+    e.command("cooling_up", loop=0)
+    assert e.reliability.cooling_lost[0] == 0
+    assert all(e.reliability.throttled_racks[r] == 0 for r in out["racks"])
+    with pytest.raises(ValueError):
+        e.command("cooling_down", loop=999)

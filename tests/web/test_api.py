@@ -441,3 +441,18 @@ def test_metrics_before_the_engine_ran_report_no_health_and_parse(login):
                for s in ("starting", "ok", "error", "stopped"))
     assert "clustertwin_mfu" not in samples
     assert "clustertwin_websocket_drops_total" in samples
+
+
+def test_the_events_page_lists_the_stored_log_with_filters_and_pages(login, live, scene):
+    from twin.services import engine_events_store
+    log = list(scene.engine.events)
+    engine_events_store(inventory=live.inventory, first_seq=0, events=log)
+    client = login("operator")
+    page = client.get("/events/").content.decode()
+    assert f"{len(log)} event" in page and log[-1]["text"] in page
+    drills = client.get("/events/?kind=drill").content.decode()
+    assert "1 event " in drills and "drill node on" in drills and log[0]["text"] not in drills
+    if len(log) > 100:
+        older = client.get("/events/?page=2").content.decode()
+        assert log[len(log) - 101]["text"] in older
+    assert client.get("/events/?page=x").status_code == 200

@@ -117,3 +117,65 @@ def test_a_fresh_engine_starts_from_the_inventory_statuses(two_clusters):
     s = engine.state
     assert not s.node_up[1] and s.node_drained[2] and not s.node_up[4]
     assert engine.reliability.failed_switches[spine.index] == 1
+
+
+@pytest.mark.django_db
+def test_a_node_in_service_cannot_be_removed_until_drained(two_clusters, admin_client):
+    _, live = two_clusters
+    node = nodes_of(live)[0]
+    response = admin_client.post(f"/admin/twin/node/{node.pk}/delete/", {"post": "yes"},
+                                 follow=True)
+    assert "drain it first" in response.content.decode()
+    assert m.Node.objects.filter(pk=node.pk).exists()
+    services.nodes_drain(nodes=m.Node.objects.filter(pk=node.pk))
+    admin_client.post(f"/admin/twin/node/{node.pk}/delete/", {"post": "yes"})
+    assert not m.Node.objects.filter(pk=node.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_drained_node_the_engine_still_runs_a_job_on_is_kept(two_clusters, admin_client):
+    from twin.services import live_state_write
+    _, live = two_clusters
+    node = nodes_of(live)[3]
+    services.nodes_drain(nodes=m.Node.objects.filter(pk=node.pk))
+    live_state_write(seq=1, t_sim=0.0, frame={}, health="ok", last_error="", speed=1.0,
+                     paused=False, placement={"jobs": {"llm": {"state": "running", "gpus": 16,
+                                                               "nodes": [[2, 3]]}}})
+    response = admin_client.post("/admin/twin/node/", {
+        "action": "delete_selected", "_selected_action": [node.pk], "post": "yes"}, follow=True)
+    assert "still runs llm" in response.content.decode()
+    assert m.Node.objects.filter(pk=node.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_link_to_a_switch_of_another_cluster_is_refused(two_clusters):
+    from django.core.exceptions import ValidationError
+    other, live = two_clusters
+    mine = m.Switch.objects.filter(cluster=live, tier="spine").first()
+    theirs = m.Switch.objects.filter(cluster=other, tier="leaf").first()
+    link = m.Link(cluster=live, switch=mine, peer_switch=theirs, speed_gbps=400.0)
+    with pytest.raises(ValidationError, match="another cluster"):
+        link.full_clean()
+
+
+@pytest.mark.django_db
+def test_power_feed_and_cooling_loop_edits_reach_the_engine_and_a_fresh_build(
+        two_clusters, admin_user, monkeypatch, django_capture_on_commit_callbacks):
+    from twin.inventory import inventory_status_commands
+    _, live = two_clusters
+    sent = []
+    monkeypatch.setattr(services, "command_send", lambda cmd, **kw: sent.append((cmd, kw)))
+    racks = list(m.Rack.objects.filter(hall__site__cluster=live).order_by("id"))
+    loops = list(m.CoolingLoop.objects.filter(hall__site__cluster=live).order_by("id"))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.power_feeds_set_status(
+            feeds=m.PowerFeed.objects.filter(pk=racks[1].power_feed_id), status="down",
+            user=admin_user)
+        services.cooling_loops_set_status(
+            loops=m.CoolingLoop.objects.filter(pk=loops[-1].pk), status="down", user=admin_user)
+    assert sent == [("feed_down", {"rack": 1}), ("cooling_down", {"loop": len(loops) - 1})]
+    assert list(m.AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
+        "power feed down", "cooling loop down"]
+    commands = inventory_status_commands(cluster=live)
+    assert ("feed_down", {"rack": 1}) in commands
+    assert ("cooling_down", {"loop": len(loops) - 1}) in commands
