@@ -59,3 +59,28 @@ def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
         else:
             out.append((n, n))
     return out
+
+
+def expand(expr: str) -> list[str]:
+    """Names of a Slurm hostlist expression (the inverse of :func:`hostlist`).
+
+    >>> expand("n[01-03,07],login")
+    ['n01', 'n02', 'n03', 'n07', 'login']
+    """
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(expr + ","):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            items.append(expr[start:i])
+            start = i + 1
+    names = []
+    for item in filter(None, items):
+        match = re.fullmatch(r"(.*?)\[(.*)\](.*)", item)
+        if match is None:
+            names.append(item)
+            continue
+        prefix, inner, suffix = match.groups()
+        for part in inner.split(","):
+            lo, _, hi = part.partition("-")
+            names += [f"{prefix}{n:0{len(lo)}d}{suffix}" for n in range(int(lo), int(hi or lo) + 1)]
+    return names

@@ -8,6 +8,7 @@ engine uses, keyed by the same integer ids.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Iterable
 
@@ -334,21 +335,30 @@ class EngineIds:
 
     def __init__(self, cluster: m.Cluster):
         self.cluster = cluster
-        rows = list(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
-                    .values_list("id", "accelerator_count"))
-        self._nodes = np.array([r[0] for r in rows], dtype=np.int64)
-        counts = np.array([r[1] for r in rows], dtype=np.int64)
-        self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        self._racks = np.array(list(m.Rack.objects.filter(hall__site__cluster=cluster)
-                                    .order_by("id").values_list("id", flat=True)),
-                               dtype=np.int64)
-        self._loops = np.array(list(m.CoolingLoop.objects.filter(hall__site__cluster=cluster)
-                                    .order_by("id").values_list("id", flat=True)),
-                               dtype=np.int64)
-        self._links = np.array(list(m.Link.objects.filter(cluster=cluster,
-                                                          peer_switch__isnull=False)
-                                    .order_by("id").values_list("id", flat=True)),
-                               dtype=np.int64)
+
+    # each table is read on first use only: an edit of one node needs no link ids
+    @functools.cached_property
+    def _nodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Node ids in id order, and each node's first GPU number."""
+        rows = np.array(list(m.Node.objects.filter(rack__hall__site__cluster=self.cluster)
+                             .order_by("id").values_list("id", "accelerator_count")),
+                        dtype=np.int64).reshape(-1, 2)
+        return rows[:, 0], np.concatenate([[0], np.cumsum(rows[:, 1])[:-1]]).astype(np.int64)
+
+    def _ids(self, rows) -> np.ndarray:
+        return np.array(list(rows.order_by("id").values_list("id", flat=True)), dtype=np.int64)
+
+    @functools.cached_property
+    def _racks(self) -> np.ndarray:
+        return self._ids(m.Rack.objects.filter(hall__site__cluster=self.cluster))
+
+    @functools.cached_property
+    def _loops(self) -> np.ndarray:
+        return self._ids(m.CoolingLoop.objects.filter(hall__site__cluster=self.cluster))
+
+    @functools.cached_property
+    def _links(self) -> np.ndarray:
+        return self._ids(m.Link.objects.filter(cluster=self.cluster, peer_switch__isnull=False))
 
     @staticmethod
     def _pos(ids: np.ndarray, pk: int) -> int | None:
@@ -356,11 +366,11 @@ class EngineIds:
         return i if i < ids.size and ids[i] == pk else None
 
     def node(self, pk: int) -> int | None:
-        return self._pos(self._nodes, pk)
+        return self._pos(self._nodes[0], pk)
 
     def gpu(self, node_pk: int, index: int) -> int | None:
         n = self.node(node_pk)
-        return None if n is None else int(self._first[n]) + int(index)
+        return None if n is None else int(self._nodes[1][n]) + int(index)
 
     def link(self, pk: int) -> int | None:
         return self._pos(self._links, pk)

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from scheduler.control.drills import KINDS
+from scheduler.live import in_ranges
 from twin import models as m
 from twin import selectors
 from twin.broadcast import command_send
@@ -160,19 +161,26 @@ def switches_set_status(*, switches: QuerySet, status: str, user=None) -> int:
     return count
 
 
+def _up_or_down(rows: QuerySet, status: str, user, what: str) -> tuple[list[int], int]:
+    """Set ``status`` (``up`` or ``down``) on the rows that differ and audit each; their ids
+    (in id order) and how many changed."""
+    if status not in ("up", "down"):
+        raise ValueError(f"unknown {what} status {status!r}")
+    todo = rows.exclude(status=status)
+    changed = list(todo.order_by("id").values_list("id", "name"))
+    count = todo.update(status=status)
+    _audit(user, f"{what} {status}", [name for _, name in changed])
+    return [pk for pk, _ in changed], count
+
+
 @transaction.atomic
 def power_feeds_set_status(*, feeds: QuerySet, status: str, user=None) -> int:
     """A failed feed takes down the nodes of every rack it feeds (in the live engine)."""
-    if status not in ("up", "down"):
-        raise ValueError(f"unknown power feed status {status!r}")
-    todo = feeds.exclude(status=status)
-    rows = list(todo.order_by("id").values_list("id", "name"))
-    count = todo.update(status=status)
-    _audit(user, f"power feed {status}", [name for _, name in rows])
+    changed, count = _up_or_down(feeds, status, user, "power feed")
     ids = _live_ids()
     if ids is not None:
-        racks = m.Rack.objects.filter(power_feed_id__in=[pk for pk, _ in rows]).order_by("id")
-        _engine_tell("feed_up" if status == "up" else "feed_down", "rack",
+        racks = m.Rack.objects.filter(power_feed_id__in=changed).order_by("id")
+        _engine_tell(f"feed_{status}", "rack",
                      [ids.rack(pk) for pk in racks.values_list("id", flat=True)])
     return count
 
@@ -180,16 +188,10 @@ def power_feeds_set_status(*, feeds: QuerySet, status: str, user=None) -> int:
 @transaction.atomic
 def cooling_loops_set_status(*, loops: QuerySet, status: str, user=None) -> int:
     """A failed cooling loop throttles the racks it cools (in the live engine)."""
-    if status not in ("up", "down"):
-        raise ValueError(f"unknown cooling loop status {status!r}")
-    todo = loops.exclude(status=status)
-    rows = list(todo.order_by("id").values_list("id", "name"))
-    count = todo.update(status=status)
-    _audit(user, f"cooling loop {status}", [name for _, name in rows])
+    changed, count = _up_or_down(loops, status, user, "cooling loop")
     ids = _live_ids()
     if ids is not None:
-        _engine_tell("cooling_up" if status == "up" else "cooling_down", "loop",
-                     [ids.cooling_loop(pk) for pk, _ in rows])
+        _engine_tell(f"cooling_{status}", "loop", [ids.cooling_loop(pk) for pk in changed])
     return count
 
 
@@ -392,9 +394,8 @@ def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
 
 # ----------------------------------------------------------------- the stored event log
 def _component(event: dict) -> str:
-    for key in ("component",):
-        if event.get(key):
-            return str(event[key])[:64]
+    if event.get("component"):
+        return str(event["component"])[:64]
     for key in ("switch", "link", "node"):
         if event.get(key) is not None:
             return f"{key} {event[key]}"
@@ -441,7 +442,7 @@ def node_removal_refusal(*, node: m.Node) -> str | None:
         return None
     index = EngineIds(cluster).node(node.pk)
     jobs = [name for name, job in placement.get("jobs", {}).items()
-            if any(a <= index <= b for a, b in job["nodes"])]
+            if in_ranges(index, job["nodes"])]
     if jobs:
         return (f"{node.hostname} still runs {', '.join(sorted(jobs)[:5])} in the live engine: "
                 "remove it once they have finished")

@@ -30,6 +30,7 @@ import subprocess
 from pathlib import Path
 
 from scheduler.hardware.catalog import CATALOG
+from twin.hostlist import expand
 from twin.inventory_formats import fabric_infer, racks_place
 from twin.inventory_import import Inventory, Row
 from twin.topology_export import gres_type
@@ -42,31 +43,6 @@ _TYPES = {gres_type(name): name for name in CATALOG}
 
 class SlurmError(Exception):
     """Slurm could not be read; the message is one line."""
-
-
-def expand(expr: str) -> list[str]:
-    """Names of a Slurm hostlist expression.
-
-    >>> expand("n[01-03,07],login")
-    ['n01', 'n02', 'n03', 'n07', 'login']
-    """
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(expr + ","):
-        depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
-            items.append(expr[start:i])
-            start = i + 1
-    names = []
-    for item in filter(None, items):
-        match = re.fullmatch(r"(.*?)\[(.*)\](.*)", item)
-        if match is None:
-            names.append(item)
-            continue
-        prefix, inner, suffix = match.groups()
-        for part in inner.split(","):
-            lo, _, hi = part.partition("-")
-            names += [f"{prefix}{n:0{len(lo)}d}{suffix}" for n in range(int(lo), int(hi or lo) + 1)]
-    return names
 
 
 def _run(args: list[str], conf: Path | None, timeout: float) -> str:

@@ -227,7 +227,6 @@ class SchedulingPass:
         reservation: Reservation | None = None  # its reservation, made by a backfill cycle
         depth = policy.backfill_depth
         tested = 0
-        waiting_cycle = False
         any_free = max(free) > 0
         for key, run in walk:
             if run.state != QUEUED or run.idx in self.fresh:
@@ -237,7 +236,6 @@ class SchedulingPass:
                     break  # nothing more can start: no backfill, or no GPU free at all
                 if reservation is None:
                     if not sch.backfill_now():
-                        waiting_cycle = True
                         self.stopped_at = head
                         break  # the next backfill cycle is scheduled
                     reservation = self._reserve(head, free)
@@ -285,7 +283,7 @@ class SchedulingPass:
                 sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":
                     reservation.extra -= run.gpus
-        if waiting_cycle:
+        if self.stopped_at is not None:
             frag |= sch.frag_models  # what the last cycle saw behind the head still holds
         if not np.array_equal(frag, sch.frag_models):
             sch.frag_models = frag

@@ -17,6 +17,7 @@ wait that times out fails the test with the tail of every daemon's log.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -30,6 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+
+from scheduler.hardware.cluster import NodeGroup, plan_cluster
+from tests.hostlists import expand
+from twin import models as m
 
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "scontrol", "sinfo")
@@ -52,27 +58,6 @@ def slurm_bins() -> dict[str, str]:
     if os.geteuid() != 0:
         pytest.skip("the Slurm tests run slurmctld and slurmd as root (SlurmUser=root)")
     return found
-
-
-def expand(expr: str) -> list[str]:
-    """Names of a Slurm hostlist expression such as ``a[01-03,07],b``."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(expr + ","):
-        depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
-            items.append(expr[start:i])
-            start = i + 1
-    names = []
-    for item in filter(None, items):
-        match = re.fullmatch(r"(.*)\[(.*)\]", item)
-        if match is None:
-            names.append(item)
-            continue
-        prefix, inner = match.groups()
-        for part in inner.split(","):
-            lo, _, hi = part.partition("-")
-            names += [f"{prefix}{n:0{len(lo)}d}" for n in range(int(lo), int(hi or lo) + 1)]
-    return names
 
 
 def conf_lines(text: str) -> list[dict[str, str]]:
@@ -332,3 +317,59 @@ def slurm(slurm_bins, munge, tmp_path_factory):
     yield start
     for cluster in started:
         stop(list(cluster.procs.values()))
+
+
+# ------------------------------------------------------------------ shared by the test modules
+PLANS = {
+    "fat-tree": lambda: plan_cluster(
+        "ft", (NodeGroup("H100-SXM", 12), NodeGroup("MI300X", 4, spares=1)),
+        fabric_kind="fat-tree", fabric_kw={"radix": 8}),
+    "rail": lambda: plan_cluster(
+        "rail", (NodeGroup("H100-SXM", 24),),
+        fabric_kind="rail", fabric_kw={"radix": 16, "su_per_group": 1}),
+}
+"""The two clusters every Slurm test runs: a fat-tree of 16 nodes and a rail cluster of 24."""
+
+
+@pytest.fixture(autouse=True)
+def engine_off(settings):
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "ENGINE_MODE": "off"}
+
+
+def export_tree(tmp_path: Path) -> Path:
+    """``export_topology --format slurm-tree`` of the database's cluster into a new folder."""
+    out = tmp_path / "export"
+    out.mkdir()
+    call_command("export_topology", "--format", "slurm-tree", "--out",
+                 str(out / "topology.conf"), stdout=io.StringIO())
+    return out
+
+
+def slurm_tree(slurm) -> dict[str, dict]:
+    """Switch -> {"level", "nodes", "switches"} from ``scontrol show topology``."""
+    tree = {}
+    for line in conf_lines(slurm.run("scontrol", "show", "topology")):
+        assert line["SwitchName"] not in tree, f"switch {line['SwitchName']} listed twice"
+        tree[line["SwitchName"]] = {"level": int(line["Level"]),
+                                    "nodes": set(slurm.hostnames(line.get("Nodes", ""))),
+                                    "switches": set(slurm.hostnames(line.get("Switches", "")))}
+    return tree
+
+
+def leaf_sets(cluster) -> set[frozenset[str]]:
+    """Sets of nodes joined by the leaf switches their NICs are cabled to (inventory rows)."""
+    parent: dict = {}
+
+    def root(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for host, leaf in m.Link.objects.filter(cluster=cluster, node__isnull=False).values_list(
+            "node__hostname", "switch__name"):
+        parent[root(("host", host))] = root(("leaf", leaf))
+    groups: dict = {}
+    for key in list(parent):
+        if key[0] == "host":
+            groups.setdefault(root(key), set()).add(key[1])
+    return {frozenset(g) for g in groups.values()}

@@ -13,27 +13,13 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from tests.slurm.conftest import conf_lines
+from tests.slurm.conftest import PLANS, export_tree, leaf_sets, slurm_tree
 from twin import models as m
 from twin.inventory import cluster_delete, cluster_plan_read, cluster_plan_write
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
-PLANS = {
-    "fat-tree": lambda: plan_cluster(
-        "ft", (NodeGroup("H100-SXM", 12), NodeGroup("MI300X", 4, spares=1)),
-        fabric_kind="fat-tree", fabric_kw={"radix": 8}),
-    "rail": lambda: plan_cluster(
-        "rail", (NodeGroup("H100-SXM", 24),),
-        fabric_kind="rail", fabric_kw={"radix": 16, "su_per_group": 1}),
-}
 TIER = {0: "leaf", 1: "spine"}
-
-
-@pytest.fixture(autouse=True)
-def engine_off(settings):
-    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "ENGINE_MODE": "off"}
 
 
 def nodes_of(cluster) -> dict[str, tuple[str, int, int, float]]:
@@ -41,25 +27,6 @@ def nodes_of(cluster) -> dict[str, tuple[str, int, int, float]]:
     return {h: rest for h, *rest in m.Node.objects.filter(rack__hall__site__cluster=cluster)
             .values_list("hostname", "accelerator_model__name", "accelerator_count",
                          "cpu_cores", "ram_gb")}
-
-
-def leaf_sets(cluster) -> set[frozenset[str]]:
-    """Sets of nodes joined by the leaf switches their NICs are cabled to (rows)."""
-    parent: dict = {}
-
-    def root(x):
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    for host, leaf in m.Link.objects.filter(cluster=cluster, node__isnull=False).values_list(
-            "node__hostname", "switch__name"):
-        parent[root(("host", host))] = root(("leaf", leaf))
-    groups: dict = {}
-    for key in list(parent):
-        if key[0] == "host":
-            groups.setdefault(root(key), set()).add(key[1])
-    return {frozenset(g) for g in groups.values()}
 
 
 def leaf_map(cluster) -> dict[str, set[str]]:
@@ -71,24 +38,11 @@ def leaf_map(cluster) -> dict[str, set[str]]:
     return out
 
 
-def slurm_tree(slurm) -> dict[str, dict]:
-    tree = {}
-    for line in conf_lines(slurm.run("scontrol", "show", "topology")):
-        tree[line["SwitchName"]] = {"level": int(line["Level"]),
-                                    "nodes": set(slurm.hostnames(line.get("Nodes", ""))),
-                                    "switches": set(slurm.hostnames(line.get("Switches", "")))}
-    return tree
-
-
 @pytest.fixture(params=sorted(PLANS))
 def rebuilt(request, db, slurm, tmp_path):
     """(original nodes, original leaf sets, rebuilt cluster, running Slurm)."""
     original = cluster_plan_write(PLANS[request.param]())
-    out = tmp_path / "export"
-    out.mkdir()
-    call_command("export_topology", "--format", "slurm-tree", "--out",
-                 str(out / "topology.conf"), stdout=io.StringIO())
-    running = slurm(out)
+    running = slurm(export_tree(tmp_path))
     before = (nodes_of(original), (leaf_sets(original), leaf_map(original)))
     args = ("import_inventory", "--from-slurm", "--slurm-conf", str(running.conf), "--name",
             "rebuilt")

@@ -10,44 +10,24 @@ Slurm (``scontrol show hostnames``).
 
 from __future__ import annotations
 
-import io
 import re
 from collections import Counter
 
 import pytest
-from django.core.management import call_command
 from django.db.models import Count
 
-from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from tests.slurm.conftest import conf_lines, expand
+from tests.hostlists import expand
+from tests.slurm.conftest import PLANS, conf_lines, export_tree, leaf_sets, slurm_tree
 from twin import models as m
 from twin.inventory import cluster_plan_write
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
-PLANS = {
-    "fat-tree": lambda: plan_cluster(
-        "ft", (NodeGroup("H100-SXM", 12), NodeGroup("MI300X", 4, spares=1)),
-        fabric_kind="fat-tree", fabric_kw={"radix": 8}),
-    "rail": lambda: plan_cluster(
-        "rail", (NodeGroup("H100-SXM", 24),),
-        fabric_kind="rail", fabric_kw={"radix": 16, "su_per_group": 1}),
-}
-
-
-@pytest.fixture(autouse=True)
-def engine_off(settings):
-    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "ENGINE_MODE": "off"}
-
-
 @pytest.fixture(params=sorted(PLANS))
 def running(request, db, slurm, tmp_path):
     """(cluster row, export folder, running Slurm) for each fabric."""
     cluster = cluster_plan_write(PLANS[request.param]())
-    out = tmp_path / "export"
-    out.mkdir()
-    call_command("export_topology", "--format", "slurm-tree", "--out",
-                 str(out / "topology.conf"), stdout=io.StringIO())
+    out = export_tree(tmp_path)
     return cluster, out, slurm(out)
 
 
@@ -61,36 +41,6 @@ def exported_tree(out) -> dict[str, dict[str, set[str]]]:
     return {line["SwitchName"]: {"nodes": set(expand(line.get("Nodes", ""))),
                                  "switches": set(expand(line.get("Switches", "")))}
             for line in conf_lines((out / "topology.conf").read_text())}
-
-
-def slurm_tree(slurm) -> dict[str, dict]:
-    """Switch -> {"level", "nodes", "switches"} from ``scontrol show topology``."""
-    tree = {}
-    for line in conf_lines(slurm.run("scontrol", "show", "topology")):
-        assert line["SwitchName"] not in tree, f"switch {line['SwitchName']} listed twice"
-        tree[line["SwitchName"]] = {"level": int(line["Level"]),
-                                    "nodes": set(slurm.hostnames(line.get("Nodes", ""))),
-                                    "switches": set(slurm.hostnames(line.get("Switches", "")))}
-    return tree
-
-
-def nic_components(cluster) -> set[frozenset[str]]:
-    """Sets of nodes joined by the leaf switches their NICs are cabled to (inventory rows)."""
-    parent: dict[str, str] = {}
-
-    def root(x):
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    for host, leaf in m.Link.objects.filter(cluster=cluster, node__isnull=False).values_list(
-            "node__hostname", "switch__name"):
-        parent[root(("host", host))] = root(("leaf", leaf))
-    groups: dict = {}
-    for key in list(parent):
-        if key[0] == "host":
-            groups.setdefault(root(key), set()).add(key[1])
-    return {frozenset(g) for g in groups.values()}
 
 
 def switch_children(cluster) -> dict[str, set[str]]:
@@ -137,7 +87,7 @@ def test_every_node_sits_under_exactly_one_leaf_as_cabled(running):
     leaves = {name: sw["nodes"] for name, sw in tree.items() if sw["level"] == 0}
     placed = Counter(h for nodes in leaves.values() for h in nodes)
     assert set(placed) == hostnames(cluster) and set(placed.values()) == {1}
-    assert {frozenset(n) for n in leaves.values()} == nic_components(cluster)
+    assert {frozenset(n) for n in leaves.values()} == leaf_sets(cluster)
     # each real upper switch holds the Slurm leaves of the leaf switches cabled to it
     slurm_leaf = {}
     for host, leaf in m.Link.objects.filter(cluster=cluster, node__isnull=False).values_list(

@@ -7,7 +7,6 @@ Site, DataHall) with this file's own hostlist parser and graph code, never with 
 import errno
 import io
 import os
-import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -23,6 +22,7 @@ from hypothesis import strategies as st
 
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.presets import get_preset
+from tests.hostlists import expand
 from twin import models as m
 from twin.hostlist import hostlist
 from twin.inventory import cluster_plan_write
@@ -30,27 +30,6 @@ from twin.inventory import cluster_plan_write
 ROOT = Path(__file__).resolve().parents[2]
 
 # ---------------------------------------------------------------- reading the files back
-
-
-def expand(expr: str) -> list[str]:
-    """Names of a Slurm hostlist expression such as ``a[01-03,07],b``."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(expr + ","):
-        depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
-            items.append(expr[start:i])
-            start = i + 1
-    names = []
-    for item in filter(None, items):
-        match = re.fullmatch(r"(.*)\[(.*)\]", item)
-        if match is None:
-            names.append(item)
-            continue
-        prefix, inner = match.groups()
-        for part in inner.split(","):
-            lo, _, hi = part.partition("-")
-            names += [f"{prefix}{n:0{len(lo)}d}" for n in range(int(lo), int(hi or lo) + 1)]
-    return names
 
 
 def conf_lines(path) -> list[dict]:

@@ -18,21 +18,18 @@ import math
 import re
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from scheduler.hardware.catalog import get as get_model
 from scheduler.physics.fabric.collectives import algorithms, collective, scaleout_link, scaleup_link
 from scheduler.physics.fabric.topology import KINDS
 from scheduler.presets import PRESETS, get_preset
+from twin.management.one_line import refuse
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CHOICES = ("auto", "ring", "tree", "nvls")
 _SUFFIX = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 _SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?")
-
-
-def _refuse(message: str) -> CommandError:
-    return CommandError(message, returncode=2)
 
 
 def parse_bytes(raw: str) -> float:
@@ -46,9 +43,9 @@ def parse_bytes(raw: str) -> float:
     try:
         value = float(match[1]) * _SUFFIX[match[2]] if match else float(raw)
     except ValueError:
-        raise _refuse(message) from None
+        raise refuse(message) from None
     if not (math.isfinite(value) and value > 0):
-        raise _refuse(message)
+        raise refuse(message)
     return value
 
 
@@ -61,14 +58,14 @@ def _size(nbytes: float) -> str:
 
 def _gpus(raw: str | None) -> int:
     if raw is None:
-        raise _refuse("--gpus is required (a positive integer)")
+        raise refuse("--gpus is required (a positive integer)")
     message = f"--gpus must be a positive integer, not {raw!r}"
     try:
         value = int(raw)
     except ValueError:
-        raise _refuse(message) from None
+        raise refuse(message) from None
     if value < 1:
-        raise _refuse(message)
+        raise refuse(message)
     return value
 
 
@@ -79,9 +76,9 @@ def _nic_gbps(raw: str | None) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(message) from None
+        raise refuse(message) from None
     if not (math.isfinite(value) and value > 0):
-        raise _refuse(message)
+        raise refuse(message)
     return value
 
 
@@ -92,9 +89,9 @@ def _oversubscription(raw: str | None) -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(message) from None
+        raise refuse(message) from None
     if not (math.isfinite(value) and value >= 1):
-        raise _refuse(message)
+        raise refuse(message)
     return value
 
 
@@ -123,7 +120,7 @@ class Command(BaseCommand):
         def error(message):
             if parser.called_from_command_line:
                 parser.exit(2, f"CommandError: {message}\n")
-            raise _refuse(message)
+            raise refuse(message)
 
         parser.error = error
         return parser
@@ -144,19 +141,19 @@ class Command(BaseCommand):
                 with open(opts["json"], "w") as fh:
                     fh.write(text + "\n")
             except OSError as exc:
-                raise _refuse(f"cannot write {opts['json']}: {exc.strerror}") from None
+                raise refuse(f"cannot write {opts['json']}: {exc.strerror}") from None
 
     def _run(self, opts) -> dict:
         op = opts["op"]
         if op not in OPS:
-            raise _refuse(f"--op must be one of: {', '.join(OPS)}, not {op!r}" if op else
+            raise refuse(f"--op must be one of: {', '.join(OPS)}, not {op!r}" if op else
                           f"--op is required: one of {', '.join(OPS)}")
         if opts["bytes"] is None:
-            raise _refuse("--bytes is required (e.g. 1G)")
+            raise refuse("--bytes is required (e.g. 1G)")
         nbytes = parse_bytes(opts["bytes"])
         gpus = _gpus(opts["gpus"])
         if opts["algorithm"] not in CHOICES:
-            raise _refuse(f"--algorithm must be one of: {', '.join(CHOICES)}, not "
+            raise refuse(f"--algorithm must be one of: {', '.join(CHOICES)}, not "
                           f"{opts['algorithm']!r}")
         ratio = _oversubscription(opts["oversubscription"])
         model, nic_gbps, fabric = self._hardware(opts)
@@ -173,7 +170,7 @@ class Command(BaseCommand):
                                  scaleout=out, algorithm=a, scaleout_share=share)
                       for a in names] if gpus > 1 else [chosen]
         except ValueError as exc:
-            raise _refuse(str(exc)) from None
+            raise refuse(str(exc)) from None
         return {
             "op": op, "bytes": nbytes, "gpus": gpus, "gpus_per_node": per_node,
             "nodes": chosen.nodes, "algorithm": chosen.algorithm, "time_s": chosen.time_s,
@@ -187,7 +184,7 @@ class Command(BaseCommand):
 
     def _hardware(self, opts):
         if opts["preset"] and (opts["accelerator"] or opts["fabric"] or opts["nic_gbps"]):
-            raise _refuse("give --preset or --accelerator/--fabric/--nic-gbps, not both")
+            raise refuse("give --preset or --accelerator/--fabric/--nic-gbps, not both")
         nic_gbps = _nic_gbps(opts["nic_gbps"])
         try:
             if opts["preset"]:
@@ -196,10 +193,10 @@ class Command(BaseCommand):
                 return get_model(group.model), group.shape.nic_gbps, preset.fabric_kind
             fabric = opts["fabric"] or "rail"
             if fabric not in KINDS:
-                raise _refuse(f"unknown fabric {fabric!r}; choose one of: {', '.join(KINDS)}")
+                raise refuse(f"unknown fabric {fabric!r}; choose one of: {', '.join(KINDS)}")
             return get_model(opts["accelerator"] or "H100-SXM"), nic_gbps, fabric
         except KeyError as exc:
-            raise _refuse(str(exc).strip("'\"")) from None
+            raise refuse(str(exc).strip("'\"")) from None
 
     def _print(self, r: dict) -> None:
         out = self.stderr if self._json_to_stdout else self.stdout

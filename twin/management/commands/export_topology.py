@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from twin import models as m
+from twin.management.one_line import OneLineCommand, refuse
 from twin.topology_export import (
     FORMATS,
     GRES_CONF,
@@ -23,22 +23,10 @@ from twin.topology_export import (
 )
 
 
-def _refuse(message: str) -> CommandError:
-    return CommandError(message, returncode=2)
-
-
-class Command(BaseCommand):
+class Command(OneLineCommand):
     help = ("Export a cluster's topology from the inventory: topology.conf for Slurm's "
             "topology/tree or topology/block (with slurm-nodes.conf and gres.conf beside it), "
             "or Kubernetes node labels and a Kueue Topology (k8s).")
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        if parser.called_from_command_line:
-            # argparse prints its usage as well; a mistyped flag gets one line, like the rest
-            parser.error = lambda message: parser.exit(
-                2, f"{prog_name} {subcommand}: error: {message}\n")
-        return parser
 
     def add_arguments(self, parser):
         parser.add_argument("--format", help=f"one of: {', '.join(FORMATS)}")
@@ -51,33 +39,33 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         fmt, out = opts["format"], opts["out"]
         if fmt not in FORMATS:
-            raise _refuse(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}"
+            raise refuse(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}"
                           if fmt else f"--format is required: one of {', '.join(FORMATS)}")
         if not out:
-            raise _refuse("--out PATH is required")
+            raise refuse("--out PATH is required")
         path = Path(out)
         if path.is_dir():
-            raise _refuse(f"--out {out} is a directory; give the path of the file to write")
+            raise refuse(f"--out {out} is a directory; give the path of the file to write")
         if not path.parent.is_dir():
-            raise _refuse(f"--out {out}: directory {path.parent} does not exist")
+            raise refuse(f"--out {out}: directory {path.parent} does not exist")
         if fmt != "k8s" and path.name in (SLURM_NODES, GRES_CONF):
-            raise _refuse(f"--out {out}: {path.name} is written beside topology.conf; "
+            raise refuse(f"--out {out}: {path.name} is written beside topology.conf; "
                           "name the topology file otherwise")
         started = time.perf_counter()
         try:
             cluster = self._cluster(opts["cluster"])
             inventory = cluster_topology_get(cluster=cluster)
         except DatabaseError as exc:
-            raise _refuse(f"cannot read the inventory: {str(exc).splitlines()[0]} "
+            raise refuse(f"cannot read the inventory: {str(exc).splitlines()[0]} "
                           "(has the database been migrated?)") from None
         try:
             files = topology_files(fmt, inventory, path)
         except ValueError as exc:
-            raise _refuse(f"cannot export {cluster.name}: {exc}") from None
+            raise refuse(f"cannot export {cluster.name}: {exc}") from None
         try:
             files_write(files)
         except OSError as exc:
-            raise _refuse(f"cannot write {exc.filename}: {exc.strerror}") from None
+            raise refuse(f"cannot write {exc.filename}: {exc.strerror}") from None
         self.stdout.write(f"Exported {cluster.name} ({len(inventory.hostname):,} nodes) as "
                           f"{fmt}: {', '.join(str(p) for p in files)} "
                           f"({time.perf_counter() - started:.2f} s)")
@@ -85,12 +73,12 @@ class Command(BaseCommand):
     def _cluster(self, name: str | None) -> m.Cluster:
         names = list(m.Cluster.objects.order_by("name").values_list("name", flat=True))
         if not names:
-            raise _refuse("no cluster in the database; build one with manage.py build_cluster")
+            raise refuse("no cluster in the database; build one with manage.py build_cluster")
         if name is None:
             if len(names) > 1:
-                raise _refuse(f"the database holds {len(names)} clusters ({', '.join(names)}); "
+                raise refuse(f"the database holds {len(names)} clusters ({', '.join(names)}); "
                               "pass --cluster NAME")
             name = names[0]
         if name not in names:
-            raise _refuse(f"unknown cluster {name!r}; the database holds: {', '.join(names)}")
+            raise refuse(f"unknown cluster {name!r}; the database holds: {', '.join(names)}")
         return m.Cluster.objects.get(name=name)

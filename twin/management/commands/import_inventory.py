@@ -12,7 +12,6 @@ import json
 import time
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from twin.inventory_formats import (
@@ -22,26 +21,16 @@ from twin.inventory_formats import (
     inventory_from_netbox,
 )
 from twin.inventory_import import MAX_ERRORS, InventoryError, inventory_import
+from twin.management.one_line import OneLineCommand, refuse
 from twin.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
 
 FORMATS = ("json", "csv", "netbox")
 
 
-def _refuse(message: str) -> CommandError:
-    return CommandError(message, returncode=2)
-
-
-class Command(BaseCommand):
+class Command(OneLineCommand):
     help = ("Import a cluster's inventory from a JSON file, a directory of CSV files, NetBox's "
             "device and cable CSV exports, or a running Slurm (--from-slurm); every row is "
             "checked first and nothing is written when one is wrong.")
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        if parser.called_from_command_line:
-            parser.error = lambda message: parser.exit(
-                2, f"{prog_name} {subcommand}: error: {message}\n")
-        return parser
 
     def add_arguments(self, parser):
         parser.add_argument("path", nargs="?", metavar="PATH",
@@ -71,10 +60,10 @@ class Command(BaseCommand):
                 self.stderr.write(line)
             if len(exc.errors) > MAX_ERRORS:
                 self.stderr.write(f"... and {len(exc.errors) - MAX_ERRORS} more errors")
-            raise _refuse(f"{source}: {len(exc.errors)} error(s); nothing was written") \
+            raise refuse(f"{source}: {len(exc.errors)} error(s); nothing was written") \
                 from None
         except DatabaseError as exc:
-            raise _refuse(f"cannot write the inventory: {str(exc).splitlines()[0]} "
+            raise refuse(f"cannot write the inventory: {str(exc).splitlines()[0]} "
                           "(has the database been migrated?)") from None
         s = cluster.summary
         self.stdout.write(f"Imported {cluster.name} from {source}: {s['nodes']:,} nodes, "
@@ -86,30 +75,30 @@ class Command(BaseCommand):
         path, fmt, name = opts["path"], opts["format"], opts["name"]
         if opts["from_slurm"]:
             if path or fmt:
-                raise _refuse("--from-slurm reads Slurm, not a PATH or --format")
+                raise refuse("--from-slurm reads Slurm, not a PATH or --format")
             if not name:
-                raise _refuse("--from-slurm needs --name CLUSTER")
+                raise refuse("--from-slurm needs --name CLUSTER")
             conf = Path(opts["slurm_conf"]) if opts["slurm_conf"] else None
             if conf is not None and not conf.is_file():
-                raise _refuse(f"--slurm-conf {conf}: no such file")
+                raise refuse(f"--slurm-conf {conf}: no such file")
             try:
                 nodes, topology = slurm_read(conf=conf, timeout=opts["slurm_timeout"])
                 return inventory_from_slurm(nodes, topology, name=name), "Slurm"
             except SlurmError as exc:
-                raise _refuse(f"cannot read Slurm: {exc}") from None
+                raise refuse(f"cannot read Slurm: {exc}") from None
         if opts["slurm_conf"]:
-            raise _refuse("--slurm-conf goes with --from-slurm")
+            raise refuse("--slurm-conf goes with --from-slurm")
         if not path:
-            raise _refuse("give a PATH to import, or --from-slurm")
+            raise refuse("give a PATH to import, or --from-slurm")
         p = Path(path)
         if not p.exists():
-            raise _refuse(f"{path}: no such file or directory")
+            raise refuse(f"{path}: no such file or directory")
         fmt = fmt or ("csv" if p.is_dir() else "json")
         if (fmt == "json") == p.is_dir():
-            raise _refuse(f"{path}: --format {fmt} reads "
+            raise refuse(f"{path}: --format {fmt} reads "
                           f"{'a file' if fmt == 'json' else 'a directory'}")
         if fmt == "netbox" and not name:
-            raise _refuse("--format netbox needs --name CLUSTER")
+            raise refuse("--format netbox needs --name CLUSTER")
         try:
             if fmt == "json":
                 try:
@@ -123,4 +112,4 @@ class Command(BaseCommand):
                 return inventory_from_csv(p, name=name), path
             return inventory_from_netbox(p, name=name), path
         except LayoutError as exc:
-            raise _refuse(str(exc)) from None
+            raise refuse(str(exc)) from None

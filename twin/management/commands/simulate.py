@@ -11,7 +11,7 @@ import math
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
 from scheduler.presets import PRESETS
@@ -19,10 +19,7 @@ from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
 from scheduler.workload.traces import TraceError
-
-
-def _refuse(message: str) -> CommandError:
-    return CommandError(message, returncode=2)
+from twin.management.one_line import refuse
 
 
 def _days(raw: str) -> float:
@@ -30,9 +27,9 @@ def _days(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(message) from None
+        raise refuse(message) from None
     if not (math.isfinite(value) and 0 < value <= MAX_DAYS):
-        raise _refuse(message)
+        raise refuse(message)
     return value
 
 
@@ -44,15 +41,15 @@ def _integer(flag: str, raw: str | None, *, minimum: int) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise _refuse(message) from None
+        raise refuse(message) from None
     if value < minimum:
-        raise _refuse(message)
+        raise refuse(message)
     return value
 
 
 def _on_off(flag: str, raw: str) -> bool:
     if raw not in ("on", "off"):
-        raise _refuse(f"{flag} must be on or off, not {raw!r}")
+        raise refuse(f"{flag} must be on or off, not {raw!r}")
     return raw == "on"
 
 
@@ -62,9 +59,9 @@ def _interval(raw: str | None):
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(f"--checkpoint-interval must be auto or seconds, not {raw!r}") from None
+        raise refuse(f"--checkpoint-interval must be auto or seconds, not {raw!r}") from None
     if not (math.isfinite(value) and value > 0):
-        raise _refuse(f"--checkpoint-interval must be auto or seconds > 0, not {raw!r}")
+        raise refuse(f"--checkpoint-interval must be auto or seconds > 0, not {raw!r}")
     return value
 
 
@@ -72,9 +69,9 @@ def _load(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(f"--load must be a positive number, not {raw!r}") from None
+        raise refuse(f"--load must be a positive number, not {raw!r}") from None
     if not (math.isfinite(value) and value > 0):
-        raise _refuse(f"--load must be a positive number, not {raw!r}")
+        raise refuse(f"--load must be a positive number, not {raw!r}")
     return value
 
 
@@ -84,9 +81,9 @@ def _ratio(raw: str | None) -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(f"--oversubscription must be a number >= 1, not {raw!r}") from None
+        raise refuse(f"--oversubscription must be a number >= 1, not {raw!r}") from None
     if not (math.isfinite(value) and value >= 1):
-        raise _refuse(f"--oversubscription must be a number >= 1, not {raw!r}")
+        raise refuse(f"--oversubscription must be a number >= 1, not {raw!r}")
     return value
 
 
@@ -96,9 +93,9 @@ def _fraction(raw: str | None) -> float | None:
     try:
         value = float(raw)
     except ValueError:
-        raise _refuse(f"--spares must be a fraction in [0, 1), not {raw!r}") from None
+        raise refuse(f"--spares must be a fraction in [0, 1), not {raw!r}") from None
     if not 0 <= value < 1:
-        raise _refuse(f"--spares must be a fraction in [0, 1), not {raw!r}")
+        raise refuse(f"--spares must be a fraction in [0, 1), not {raw!r}")
     return value
 
 
@@ -246,7 +243,7 @@ class Command(BaseCommand):
             with bar:
                 _, report = run_scenario(scenario, progress=progress)
         except (ScenarioError, TraceError) as exc:
-            raise _refuse(str(exc)) from None
+            raise refuse(str(exc)) from None
         out = self.stderr if self._json_to_stdout else self.stdout
         out.write("\n".join(summary_lines(report)))
         if opts["json"]:
@@ -258,7 +255,7 @@ class Command(BaseCommand):
 
     def _options(self, opts) -> Scenario:
         if not opts["preset"]:
-            raise _refuse(f"--preset is required; choose one of: {', '.join(PRESETS)}")
+            raise refuse(f"--preset is required; choose one of: {', '.join(PRESETS)}")
         kw = {"preset": opts["preset"], "days": _days(opts["days"]),
               "seed": _integer("--seed", opts["seed"], minimum=0),
               "policy": opts["policy"], "placement": opts["placement"],
@@ -272,9 +269,9 @@ class Command(BaseCommand):
         try:
             scenario = Scenario(**kw)
         except ScenarioError as exc:
-            raise _refuse(str(exc)) from None
+            raise refuse(str(exc)) from None
         if opts["json"] and opts["json"] != "-":
             parent = Path(opts["json"]).resolve().parent
             if not parent.is_dir():
-                raise _refuse(f"--json: folder {str(parent)!r} does not exist")
+                raise refuse(f"--json: folder {str(parent)!r} does not exist")
         return scenario
