@@ -79,7 +79,20 @@ class Engine:
         How often the physics is re-evaluated while speeds move, s.
     physics_max_tick_s : float, optional
         Longest tick of the adaptive physics tick, s (``None``: a fixed ``physics_tick_s``).
+    start_s : float
+        Simulated time the engine starts at, s (0; a re-planned engine starts where its
+        predecessor stopped, see :func:`scheduler.control.replan.replan`).
+    submit : bool
+        Submit the workload's jobs (off: the caller carries them over from another engine).
     """
+
+    settings: dict | None = None  # (class defaults: engines pickled before re-planning load)
+    replans = 0
+    keys: dict | None = None
+    """The owner's ids for this engine's plan, carried by pickles: the twin keeps its cluster's
+    and nodes' primary keys here (``{"cluster": pk, "nodes": array}``) to map a re-plan."""
+    lineage: str | None = None
+    """The run this engine continues (re-plans keep it): what the twin files its log under."""
 
     def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
                  policy: str = "default", placement: str | None = None,
@@ -87,10 +100,19 @@ class Engine:
                  weibull_shape: float | None = None, checkpoint_interval=None,
                  recovery: str = "disk", spares: float | None = None,
                  physics: bool = False, physics_tick_s: float = 1800.0,
-                 physics_max_tick_s: float | None = None):
+                 physics_max_tick_s: float | None = None, start_s: float = 0.0,
+                 submit: bool = True):
         self.plan = plan
         self.workload = workload
-        self.kernel = kernel = Kernel(seed)
+        # what a re-planned successor is built with (the plan and the clock aside)
+        self.settings = {"policy": policy, "placement": placement,
+                         "demand_step_s": demand_step_s, "failures": failures,
+                         "weibull_shape": weibull_shape,
+                         "checkpoint_interval": checkpoint_interval, "recovery": recovery,
+                         "spares": spares, "physics": physics, "physics_tick_s": physics_tick_s,
+                         "physics_max_tick_s": physics_max_tick_s}
+        self.replans = 0  # times this run moved onto a changed inventory
+        self.kernel = kernel = Kernel(seed, start_s=start_s)
         ctx = Context(kernel)
         self.state = state = ClusterState(plan)
         if spares is not None:
@@ -126,7 +148,7 @@ class Engine:
                         if physics else None)
         jobs.use_speed_model(self.physics or self.reliability)
         kernel.on_advance(self._book_capacity)
-        for job in workload.jobs:
+        for job in workload.jobs if submit else ():
             jobs.submit(job)
         self.fleet.start()
         self.reliability.start()

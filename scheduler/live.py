@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.frames import dashboard_frames
+from scheduler.frames import dashboard_frames, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.report import utilisation
 
@@ -117,8 +117,11 @@ def live_placement(engine) -> dict:
     """Where every gang holding GPUs is, and every node's live status, by engine ids.
 
     Kept apart from :func:`live_frame` (which every dashboard receives each tick): the API's
-    rack, node and job views read it.  ``jobs`` maps a job name to its state, GPUs and node
-    runs ``[[first, last], ...]``; ``down``, ``drained`` and ``spare`` are node runs.
+    rack, node and job views and the admin's live columns read it.  ``jobs`` maps a job name to
+    its state, GPUs and node runs ``[[first, last], ...]``; ``down``, ``drained`` and ``spare``
+    are node runs; ``gpus_down`` GPU runs (a GPU or its NIC link out); ``switches_down`` failed
+    switches; ``links_down`` switch links out (themselves or through a failed switch);
+    ``storage`` each tier's share of its bandwidth left (drills, failures and operators).
     """
     s = engine.state
     jobs = {}
@@ -126,10 +129,19 @@ def live_placement(engine) -> dict:
         jobs[r.spec.name] = {"state": r.state, "gpus": r.gpus,
                              "model": engine.plan.models[r.model].name,
                              "nodes": _ranges(r.placement.nodes)}
+    rel = engine.reliability
+    storage = {spec.tier: rel.storage_fraction(spec.tier) for spec in engine.plan.storage}
+    if "central" in storage:  # drills' and failures' slowdowns act on the central tier
+        storage["central"] = min(1.0, float(engine.costs.storage_factor))
     return {"t": round(engine.now, 3), "jobs": jobs,
             "down": _ranges(np.flatnonzero(~s.node_up)),
             "drained": _ranges(np.flatnonzero(s.node_drained)),
-            "spare": _ranges(np.flatnonzero(s.node_spare))}
+            "spare": _ranges(np.flatnonzero(s.node_spare)),
+            "gpus_down": _ranges(np.flatnonzero(~s.gpu_up)),
+            "switches_down": _ranges(np.array(
+                sorted(k for k, n in rel.failed_switches.items() if n > 0), dtype=np.int64)),
+            "links_down": _ranges(np.flatnonzero(links_down(engine))),
+            "storage": storage}
 
 
 def in_ranges(node: int, runs: list[list[int]]) -> bool:

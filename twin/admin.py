@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from twin import models as m
 from twin import services
+from twin.live_columns import LiveColumn
 
 
 class FastChangelist(admin.ModelAdmin):
@@ -105,12 +106,16 @@ class NodeInline(admin.TabularInline):
 
 
 @admin.register(m.Rack)
-class RackAdmin(FastChangelist):
-    list_display = ("name", "hall", "row", "column", "power_capacity_kw", "cooling_capacity_kw")
+class RackAdmin(LiveColumn, FastChangelist):
+    list_display = ("name", "hall", "row", "column", "power_capacity_kw", "cooling_capacity_kw",
+                    "live_engine")
     list_select_related = ("hall__site",)
     search_fields = ("name",)
     raw_id_fields = ("power_feed", "cooling_loop")
     inlines = (NodeInline,)
+
+    def live_statuses(self, view, objs):
+        return view.racks([o.pk for o in objs])
 
 
 @admin.register(m.AcceleratorModel)
@@ -153,16 +158,19 @@ def node_repaired(modeladmin, request, queryset):
 
 
 @admin.register(m.Node)
-class NodeAdmin(FastChangelist):
+class NodeAdmin(LiveColumn, FastChangelist):
     list_display = ("hostname", "rack", "slot", "accelerator_model", "accelerator_count",
-                    "nvlink_domain", "is_spare", "status")
+                    "nvlink_domain", "is_spare", "operator_status", "live_engine")
     list_select_related = ("rack", "accelerator_model")
     list_filter = ("status", "is_spare", "accelerator_model")
     search_fields = ("hostname", "rack__name")
     raw_id_fields = ("rack",)
     actions = (drain, undrain, node_failed, node_repaired)
     inlines = (AcceleratorInline,)
-    readonly_fields = STATUS_READONLY + ("status_reason",)
+    readonly_fields = STATUS_READONLY + ("status_reason", "live_engine")
+
+    def live_statuses(self, view, objs):
+        return view.nodes([o.pk for o in objs])
 
     def delete_view(self, request, object_id, extra_context=None):
         node = self.get_object(request, object_id)
@@ -224,13 +232,17 @@ def switch_repaired(modeladmin, request, queryset):
 
 
 @admin.register(m.Switch)
-class SwitchAdmin(FastChangelist):
-    list_display = ("name", "cluster", "tier", "radix", "port_gbps", "rail", "pod", "status")
+class SwitchAdmin(LiveColumn, FastChangelist):
+    list_display = ("name", "cluster", "tier", "radix", "port_gbps", "rail", "pod",
+                    "operator_status", "live_engine")
     list_select_related = ("cluster",)
     list_filter = ("tier", "status")
     search_fields = ("name",)
     actions = (switch_failed, switch_repaired)
-    readonly_fields = STATUS_READONLY
+    readonly_fields = STATUS_READONLY + ("live_engine",)
+
+    def live_statuses(self, view, objs):
+        return view.switches([(o.pk, o.index, o.cluster_id) for o in objs])
 
 
 @admin.action(description="Mark selected links down")
@@ -246,23 +258,57 @@ def link_up(modeladmin, request, queryset):
 
 
 @admin.register(m.Link)
-class LinkAdmin(FastChangelist):
+class LinkAdmin(LiveColumn, FastChangelist):
     list_display = ("id", "switch", "peer_switch", "node", "node_port", "speed_gbps", "medium",
-                    "transceiver_model", "status")
+                    "transceiver_model", "operator_status", "live_engine")
     list_select_related = ("switch", "peer_switch", "node")
     list_filter = ("medium", "status")
     search_fields = ("switch__name", "node__hostname")
     raw_id_fields = ("switch", "peer_switch", "node")
     actions = (link_down, link_up)
-    readonly_fields = STATUS_READONLY
+    readonly_fields = STATUS_READONLY + ("live_engine",)
+
+    def live_statuses(self, view, objs):
+        return view.links([(o.pk, o.node_id, o.node_port) for o in objs])
+
+
+@admin.action(description="Mark selected storage systems down")
+def storage_down(modeladmin, request, queryset):
+    n = services.storage_systems_set_status(systems=queryset, status=m.StorageStatus.DOWN,
+                                            user=request.user)
+    _report(modeladmin, request, n, "storage systems marked down")
+
+
+@admin.action(description="Mark selected storage systems degraded (each keeps its "
+                          "'bandwidth left when degraded')")
+def storage_degraded(modeladmin, request, queryset):
+    n = services.storage_systems_set_status(systems=queryset, status=m.StorageStatus.DEGRADED,
+                                            user=request.user)
+    _report(modeladmin, request, n, "storage systems marked degraded")
+
+
+@admin.action(description="Mark selected storage systems up")
+def storage_up(modeladmin, request, queryset):
+    n = services.storage_systems_set_status(systems=queryset, status=m.StorageStatus.UP,
+                                            user=request.user)
+    _report(modeladmin, request, n, "storage systems marked up")
 
 
 @admin.register(m.StorageSystem)
-class StorageSystemAdmin(admin.ModelAdmin):
+class StorageSystemAdmin(LiveColumn, admin.ModelAdmin):
     list_display = ("name", "cluster", "tier", "capacity_tb", "read_gb_s", "write_gb_s",
-                    "gpudirect")
+                    "gpudirect", "operator_status", "degraded_factor", "live_engine")
     list_select_related = ("cluster",)
-    list_filter = ("tier",)
+    list_filter = ("tier", "status")
+    actions = (storage_down, storage_degraded, storage_up)
+
+    def get_readonly_fields(self, request, obj=None):
+        # while degraded, the factor the engine runs with changes only through the service
+        degraded = obj is not None and obj.status == m.StorageStatus.DEGRADED
+        return STATUS_READONLY + ("live_engine",) + (("degraded_factor",) if degraded else ())
+
+    def live_statuses(self, view, objs):
+        return view.storage([o.pk for o in objs])
 
 
 @admin.register(m.CloudPool)

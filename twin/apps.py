@@ -8,3 +8,6 @@ class TwinConfig(AppConfig):
 
     def ready(self) -> None:
         from twin import checks  # noqa: F401  (registers the system checks)
+        from twin.replanning import receivers_connect
+
+        receivers_connect()

@@ -26,24 +26,21 @@ from concurrent.futures import ThreadPoolExecutor
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from scheduler.control.replan import replan
 from scheduler.live import live_frame, live_placement
 from scheduler.presets import PRESETS
 from scheduler.simulate import Scenario
 from twin import broadcast, selectors, services
+from twin import models as m
 from twin.conf import app_setting
 from twin.engine_commands import (
-    COOLING_COMMANDS,
-    ENGINE_COMMANDS,
-    FEED_COMMANDS,
-    GPU_COMMANDS,
-    LINK_COMMANDS,
-    SWITCH_COMMANDS,
+    INVENTORY_COMMANDS,
     Command,
     CommandError,
     command_parse,
     json_safe,
 )
-from twin.inventory import cluster_plan_read, inventory_status_commands, plan_fingerprint
+from twin.replanning import Inventory, inventory_revision
 from twin.snapshots import engine_blob, engine_unpickle
 
 logger = logging.getLogger(__name__)
@@ -88,9 +85,9 @@ class EngineDriver:
         self.snapshot_in_child = (hasattr(os, "fork") if snapshot_in_child is None
                                   else snapshot_in_child)
         self.engine = None
-        self.plan = None  # the inventory's ClusterPlan (None: no cluster, the preset runs)
-        self.inventory = ""  # its fingerprint, stored with every snapshot
-        self._statuses: list = []  # commands that give a fresh engine the inventory's statuses
+        self.inv: Inventory | None = None  # what runs (None: no cluster, the preset runs)
+        self._last_poll_wall: float | None = None  # when the inventory's revision was read
+        self.replan_summary: dict | None = None  # what the last re-plan moved
         self._events_saved = 0  # engine log lines kept in the database so far
         self._placement: dict | None = None  # the last step's live_placement
         self.seq = 0
@@ -123,19 +120,30 @@ class EngineDriver:
         if self.preset is None:
             self.preset = await database_sync_to_async(_cluster_preset)()
         await database_sync_to_async(services.live_state_health_set)(health="starting")
-        self.plan, self.inventory, self._statuses = await database_sync_to_async(
-            _inventory_plan)()
+        self.inv = await database_sync_to_async(_inventory_read)()
         snap = await database_sync_to_async(selectors.engine_snapshot_latest)(
             preset=self.preset, seed=self.seed)
-        if snap is not None and snap.inventory != self.inventory:
-            logger.warning("live engine: the stored snapshot (t=%.0f s) ran inventory %s, the "
-                           "database holds %s: building the engine afresh", snap.t_sim,
-                           snap.inventory or "(none)", self.inventory or "(none)")
-            snap = None
+        stale = snap is not None and snap.inventory != self.inventory
         self.engine = await self._in_engine(self._load_or_build,
                                             None if snap is None else bytes(snap.data))
-        if snap is not None and self.engine is not None:
+        keys = getattr(self.engine, "keys", None)
+        if (snap is not None and self.inv is not None and keys
+                and keys.get("cluster") != self.inv.cluster_id):
+            logger.warning("live engine: the stored snapshot (t=%.0f s) ran another cluster "
+                           "(id %s, this is %s): building the engine afresh", snap.t_sim,
+                           keys.get("cluster"), self.inv.cluster_id)
+            self.engine = await self._in_engine(self._load_or_build, None)
+        elif stale:
+            # the inventory changed while the engine was down: carry the run over if it is
+            # this cluster's, else start afresh; either way, say so
+            logger.warning("live engine: the stored snapshot (t=%.0f s) ran inventory %s, the "
+                           "database holds %s", snap.t_sim, snap.inventory or "(none)",
+                           self.inventory or "(none)")
+            self.engine = await self._in_engine(self._onto_inventory, self.engine)
+        elif snap is not None and self.engine is not None:
             self._snapshot_blob = bytes(snap.data)
+            if self.inv is not None:
+                self.engine.keys = self.inv.keys
         self._events_saved = await database_sync_to_async(services.engine_events_resume)(
             inventory=self.log_key, have=self.engine.kernel.logged)
         self._channel = await self.layer.new_channel()
@@ -153,14 +161,40 @@ class EngineDriver:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
                              failures=True, physics=True).engine(plan=self.plan)
-        # a fresh engine starts from the statuses the inventory holds
-        for command, params in self._statuses:
+        engine.lineage = self.inventory or None
+        self._statuses_apply(engine)
+        return engine
+
+    def _statuses_apply(self, engine) -> None:
+        """Give an engine new to this inventory (fresh or re-planned) its operator statuses."""
+        if self.inv is None:
+            return
+        engine.keys = self.inv.keys
+        for command, params in self.inv.statuses:
             try:
                 engine.command(command, **params)
             except ValueError as exc:
                 logger.warning("live engine: inventory status %s %s not applied: %s", command,
                                params, exc)
-        return engine
+
+    def _onto_inventory(self, engine):
+        """``engine`` (another inventory's) re-planned onto this one when it ran this cluster,
+        else a fresh engine."""
+        node_map = None if self.inv is None else self.inv.node_map(engine.keys)
+        if node_map is None:
+            logger.warning("live engine: the snapshot ran another cluster (or none): "
+                           "building the engine afresh")
+            return self._load_or_build(None)
+        try:
+            new, self.replan_summary = replan(engine, self.plan, node_map)
+        except ValueError as exc:
+            logger.warning("live engine: the snapshot cannot be re-planned (%s): building "
+                           "the engine afresh", exc)
+            return self._load_or_build(None)
+        self._statuses_apply(new)
+        logger.info("live engine: re-planned onto inventory %s at t=%.0f s: %s",
+                    self.inventory, new.now, self.replan_summary)
+        return new
 
     def request_stop(self) -> None:
         """Ask :meth:`run` to finish its step, snapshot and return (signal handlers call it)."""
@@ -224,6 +258,10 @@ class EngineDriver:
         now = self.clock()
         elapsed = min(max(now - self._last_wall, 0.0), MAX_CATCH_UP_S)
         self._last_wall = now
+        try:
+            await self._inventory_follow()
+        except Exception:
+            logger.exception("live engine: could not follow the inventory; will retry")
         await self._commands_apply()
         advance = 0.0 if self.paused else self.speed * elapsed
         try:
@@ -236,9 +274,59 @@ class EngineDriver:
         return await self._publish(frame)
 
     @property
+    def plan(self):
+        """The inventory's ClusterPlan (None: no cluster, the preset runs)."""
+        return None if self.inv is None else self.inv.plan
+
+    @property
+    def inventory(self) -> str:
+        """The inventory's fingerprint, stored with every snapshot ('' for the preset)."""
+        return "" if self.inv is None else self.inv.fingerprint
+
+    @property
     def log_key(self) -> str:
-        """What the stored event log is kept under: the inventory (or the preset run)."""
-        return self.inventory or f"preset:{self.preset}:{self.seed}"
+        """What the stored event log is kept under: the run's lineage (the inventory it
+        started on; re-plans keep it), else the inventory, else the preset run."""
+        lineage = getattr(self.engine, "lineage", None)
+        return lineage or self.inventory or f"preset:{self.preset}:{self.seed}"
+
+    async def _inventory_follow(self) -> None:
+        """Every ``INVENTORY_POLL_S``: if the inventory's revision moved and its plan differs
+        from the one running, re-plan the engine now (between two steps: a safe point)."""
+        now = self.clock()
+        if self.inv is None or (self._last_poll_wall is not None and now - self._last_poll_wall
+                                < app_setting("INVENTORY_POLL_S")):
+            return
+        self._last_poll_wall = now
+        revision = await database_sync_to_async(inventory_revision)(
+            cluster_id=self.inv.cluster_id)
+        if revision is None or revision == self.inv.revision:
+            return
+        fresh = await database_sync_to_async(_inventory_read)(self.inv.cluster_id)
+        if fresh is None:
+            return
+        if fresh.fingerprint == self.inv.fingerprint:  # nothing the engine sees moved
+            self.inv = fresh
+            self.engine.keys = fresh.keys
+            return
+        old_keys = self.engine.keys
+        self.inv = fresh
+        node_map = fresh.node_map(old_keys)
+        try:
+            if node_map is None:
+                raise ValueError("the engine's nodes are not this cluster's")
+            self.engine, self.replan_summary = await self._in_engine(
+                replan, self.engine, fresh.plan, node_map)
+            await self._in_engine(self._statuses_apply, self.engine)
+            logger.info("live engine: inventory revision %d, re-planned at t=%.0f s: %s",
+                        revision, self.engine.now, self.replan_summary)
+        except Exception:
+            logger.exception("live engine: re-plan failed; rebuilding from the inventory")
+            self.engine = await self._in_engine(self._load_or_build, None)
+            self._events_saved = await database_sync_to_async(services.engine_events_resume)(
+                inventory=self.log_key, have=self.engine.kernel.logged)
+        self._snapshot_blob = None  # the old run's snapshot is of the old inventory
+        self._last_snapshot_wall = -float("inf")  # snapshot the new one soon
 
     async def _events_flush(self) -> None:
         """Keep the engine's new log lines; on a database error they wait for the next step."""
@@ -335,8 +423,7 @@ class EngineDriver:
             logger.info("live engine: speed x%g", self.speed)
         elif cmd.name in ("pause", "resume"):
             self.paused = cmd.name == "pause"
-        elif cmd.name in (ENGINE_COMMANDS + SWITCH_COMMANDS + LINK_COMMANDS + GPU_COMMANDS
-                          + FEED_COMMANDS + COOLING_COMMANDS):
+        elif cmd.name in INVENTORY_COMMANDS:
             try:
                 await self._in_engine(self.engine.command, cmd.name, **cmd.params)
             except ValueError as exc:
@@ -367,22 +454,23 @@ class EngineDriver:
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
 
-def _inventory_plan() -> tuple:
-    """The selected cluster's plan, fingerprint and status commands, read through the one
-    adapter; ``(None, "", [])`` when the database holds no cluster (or none can run: logged),
-    so the preset runs."""
-    cluster = selectors.cluster_current()
+def _inventory_read(cluster_id: int | None = None) -> Inventory | None:
+    """The selected cluster (or ``cluster_id``) read through the one adapter; ``None`` when
+    the database holds no cluster or it cannot run (logged), so the preset (or the running
+    plan) stays."""
+    if cluster_id is None:
+        cluster = selectors.cluster_current()
+    else:
+        cluster = m.Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         logger.warning("live engine: no cluster in the inventory; running the preset %s",
                        app_setting("DEFAULT_PRESET"))
-        return None, "", []
+        return None
     try:
-        plan = cluster_plan_read(cluster=cluster)
+        return Inventory(cluster)
     except ValueError as exc:
-        logger.error("live engine: the inventory of %s cannot run (%s); running its preset",
-                     cluster.name, exc)
-        return None, "", []
-    return plan, plan_fingerprint(plan), inventory_status_commands(cluster=cluster)
+        logger.error("live engine: the inventory of %s cannot run (%s)", cluster.name, exc)
+        return None
 
 
 def _cluster_preset() -> str:

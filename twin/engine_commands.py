@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from scheduler.control.params import fraction
+from scheduler.control.storage_status import TIERS
+
 SPEED_MAX = 10_000.0
 """Fastest speed-up, simulated seconds per wall second (the same bound as the services')."""
 
@@ -19,6 +22,10 @@ LINK_COMMANDS = ("link_down", "link_up")
 FEED_COMMANDS = ("feed_down", "feed_up")
 COOLING_COMMANDS = ("cooling_down", "cooling_up")
 GPU_COMMANDS = ("gpu_down", "gpu_up")
+STORAGE_COMMANDS = ("storage_down", "storage_degraded", "storage_up")
+INVENTORY_COMMANDS = (ENGINE_COMMANDS + SWITCH_COMMANDS + LINK_COMMANDS + FEED_COMMANDS
+                      + COOLING_COMMANDS + GPU_COMMANDS + STORAGE_COMMANDS)
+"""Every command that carries an inventory edit to the engine (the driver forwards these)."""
 """Commands passed to ``Engine.command`` as they are."""
 
 
@@ -47,6 +54,20 @@ def _speed(value) -> float:
     return float(value)
 
 
+def _storage(name: str, params: dict) -> Command:
+    tier = params.get("tier")
+    if tier not in TIERS:
+        raise CommandError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
+    if name != "storage_degraded":
+        if "factor" in params:
+            raise CommandError(f"{name} takes no factor")
+        return Command(name, {"tier": tier})
+    try:
+        return Command(name, {"tier": tier, "factor": fraction("factor", params.get("factor"))})
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def command_parse(message: dict) -> Command:
     """Turn a ``twin.engine`` group message into a :class:`Command`; raises CommandError."""
     if not isinstance(message, dict):
@@ -69,6 +90,8 @@ def command_parse(message: dict) -> Command:
         return Command(name, {"rack": _int("rack", params.get("rack"))})
     if name in COOLING_COMMANDS:
         return Command(name, {"loop": _int("loop", params.get("loop"))})
+    if name in STORAGE_COMMANDS:
+        return _storage(name, params)
     if name in GPU_COMMANDS:
         nic = params.get("nic", False)
         if not isinstance(nic, bool):

@@ -368,6 +368,10 @@ class EngineIds:
     def node(self, pk: int) -> int | None:
         return self._pos(self._nodes[0], pk)
 
+    def node_keys(self) -> np.ndarray:
+        """Every node's primary key, in engine order (what a re-plan maps nodes by)."""
+        return self._nodes[0]
+
     def gpu(self, node_pk: int, index: int) -> int | None:
         n = self.node(node_pk)
         return None if n is None else int(self._nodes[1][n]) + int(index)
@@ -378,6 +382,21 @@ class EngineIds:
     def rack(self, pk: int) -> int | None:
         return self._pos(self._racks, pk)
 
+    @functools.cached_property
+    def _storage(self) -> dict[int, str]:
+        """The storage row the engine models per tier: the first by id (its plan lists them
+        in id order and the storage model takes the first of each tier)."""
+        first: dict[str, int] = {}
+        for pk, tier in (m.StorageSystem.objects.filter(cluster=self.cluster).order_by("id")
+                         .values_list("id", "tier")):
+            first.setdefault(tier, pk)
+        return {pk: tier for tier, pk in first.items()}
+
+    def storage_tier(self, pk: int) -> str | None:
+        """The tier the engine knows a storage row as (``None``: a second system of a tier,
+        which the engine does not model, or a row of another cluster)."""
+        return self._storage.get(pk)
+
     def cooling_loop(self, pk: int) -> int | None:
         """A loop's position in id order: ``cluster_plan_write`` makes one per rack row, in
         (hall, row) order, which is the engine's cooling-unit order."""
@@ -386,7 +405,8 @@ class EngineIds:
 
 def inventory_status_commands(*, cluster: m.Cluster) -> list[tuple[str, dict]]:
     """The engine commands that bring a freshly built engine to the statuses the inventory
-    holds (nodes failed or drained, accelerators failed, switches and links down)."""
+    holds (nodes failed or drained, accelerators failed, switches and links down, power feeds
+    and cooling loops down, storage down or degraded)."""
     ids = EngineIds(cluster)
     out: list[tuple[str, dict]] = []
     nodes = m.Node.objects.filter(rack__hall__site__cluster=cluster)
@@ -411,4 +431,18 @@ def inventory_status_commands(*, cluster: m.Cluster) -> list[tuple[str, dict]]:
     for loop_pk in m.CoolingLoop.objects.filter(hall__site__cluster=cluster,
                                                 status="down").values_list("id", flat=True):
         out.append(("cooling_down", {"loop": ids.cooling_loop(loop_pk)}))
+    for pk, status, factor in (m.StorageSystem.objects.filter(cluster=cluster)
+                               .exclude(status=m.StorageStatus.UP).order_by("id")
+                               .values_list("id", "status", "degraded_factor")):
+        tier = ids.storage_tier(pk)
+        if tier is not None:
+            out.append(storage_command(tier, status, factor))
     return out
+
+
+def storage_command(tier: str, status: str, factor: float) -> tuple[str, dict]:
+    """The engine command that gives a storage tier ``status`` (``factor``: the share of its
+    bandwidth left when degraded)."""
+    if status == m.StorageStatus.DEGRADED:
+        return "storage_degraded", {"tier": tier, "factor": float(factor)}
+    return f"storage_{status}", {"tier": tier}

@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from scheduler.control.params import fraction
+
 positive = [MinValueValidator(0.000001, message="must be positive")]
 non_negative = [MinValueValidator(0, message="cannot be negative")]
 
@@ -24,6 +26,10 @@ class Cluster(models.Model):
     fabric_params = models.JSONField(default=dict, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    revision = models.PositiveBigIntegerField(
+        default=0, editable=False,
+        help_text="Bumped by every structural edit (racks, nodes, GPUs, switches, cables, "
+                  "storage): the live engine re-plans when it moves")
 
     def __str__(self) -> str:
         return self.name
@@ -273,6 +279,12 @@ class Link(models.Model):
                     f"({self.cluster.name})")})
 
 
+class StorageStatus(models.TextChoices):
+    UP = "up", "up"
+    DEGRADED = "degraded", "degraded"
+    DOWN = "down", "down"
+
+
 class StorageSystem(models.Model):
     class Tier(models.TextChoices):
         CENTRAL = "central", "central parallel file system"
@@ -285,9 +297,21 @@ class StorageSystem(models.Model):
     read_gb_s = models.FloatField("read GB/s", validators=positive)
     write_gb_s = models.FloatField("write GB/s", validators=positive)
     gpudirect = models.BooleanField("GPUDirect Storage", default=False)
+    status = models.CharField(max_length=8, choices=StorageStatus.choices,
+                              default=StorageStatus.UP)
+    degraded_factor = models.FloatField(
+        "bandwidth left when degraded", default=0.5,
+        help_text="Share of its read and write bandwidth the system keeps while marked "
+                  "degraded, between 0 and 1 (exclusive)")
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        try:
+            fraction("bandwidth left when degraded", self.degraded_factor)
+        except ValueError as exc:
+            raise ValidationError({"degraded_factor": str(exc)}) from None
 
 
 class CloudPool(models.Model):

@@ -17,11 +17,12 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from scheduler.control.drills import KINDS
+from scheduler.control.params import fraction
 from scheduler.live import in_ranges
 from twin import models as m
 from twin import selectors
 from twin.broadcast import command_send
-from twin.inventory import EngineIds
+from twin.inventory import EngineIds, storage_command
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +193,38 @@ def cooling_loops_set_status(*, loops: QuerySet, status: str, user=None) -> int:
     ids = _live_ids()
     if ids is not None:
         _engine_tell(f"cooling_{status}", "loop", [ids.cooling_loop(pk) for pk in changed])
+    return count
+
+
+@transaction.atomic
+def storage_systems_set_status(*, systems: QuerySet, status: str, factor: float | None = None,
+                               user=None) -> int:
+    """Mark storage systems up, degraded or down; the live engine's tier follows (see
+    :mod:`scheduler.control.storage_status` for what each status does there).
+
+    ``factor`` (degraded only) is the share of bandwidth left, 0 < factor < 1, kept as each
+    system's ``degraded_factor``; without it each system keeps its own.  Raises ``ValueError``
+    for an unknown status or a bad factor, and nothing changes then.
+    """
+    if status not in m.StorageStatus.values:
+        raise ValueError(f"unknown storage status {status!r}")
+    if factor is not None:
+        if status != m.StorageStatus.DEGRADED:
+            raise ValueError(f"a factor applies to degraded storage only, not to {status}")
+        factor = fraction("factor", factor)
+    same = {"status": status} if factor is None else {"status": status, "degraded_factor": factor}
+    todo = systems.exclude(**same)
+    rows = list(todo.order_by("id").values_list("id", "name", "degraded_factor"))
+    count = todo.update(**same)
+    degraded = status == m.StorageStatus.DEGRADED
+    ids = _live_ids()
+    for pk, name, own in rows:
+        left = factor if factor is not None else own
+        _audit(user, f"storage {status}", [name], **({"factor": left} if degraded else {}))
+        tier = ids.storage_tier(pk) if ids is not None else None
+        if tier is not None:
+            command, params = storage_command(tier, status, left)
+            _engine_tell(command, "tier", [params.pop("tier")], **params)
     return count
 
 

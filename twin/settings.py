@@ -129,6 +129,8 @@ CLUSTERTWIN = {
     "SPEEDUP": env_float("CLUSTERTWIN_SPEEDUP", 60.0, minimum=0.0),  # simulated s per wall s
     "FRAME_INTERVAL_S": env_float("CLUSTERTWIN_FRAME_INTERVAL_S", 1.0, minimum=0.05),
     "SNAPSHOT_INTERVAL_S": env_float("CLUSTERTWIN_SNAPSHOT_INTERVAL_S", 60.0, minimum=1.0),
+    # wall seconds between the live engine's looks at the inventory's revision (re-plans)
+    "INVENTORY_POLL_S": env_float("CLUSTERTWIN_INVENTORY_POLL_S", 2.0, minimum=0.1),
     "SEED": int(env_float("CLUSTERTWIN_SEED", 0, minimum=0)),
 }
 ENGINE_MODES = ("embedded", "separate", "off")

@@ -14,6 +14,7 @@ import numpy as np
 
 from scheduler.control.drills import run_drill
 from scheduler.control.params import positive, unit_id
+from scheduler.control.storage_status import storage_degraded, storage_down, storage_up
 from scheduler.model.job_run import REJECTED
 from scheduler.reliability.failures import FailureMode
 from scheduler.workload.jobs import TrainingJob
@@ -251,7 +252,8 @@ def drill(engine, *, kind, target="random", **params) -> dict:
 COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up,
                                      switch_down, switch_up, link_down, link_up, gpu_down,
                                      gpu_up, feed_down, feed_up, cooling_down, cooling_up,
-                                     set_policy, inference_surge, submit_job, drill)}
+                                     storage_down, storage_degraded, storage_up, set_policy,
+                                     inference_surge, submit_job, drill)}
 
 
 def apply_command(engine, command: str, /, **params) -> dict:

@@ -25,6 +25,22 @@ def positive(name: str, value, upper: float | None = None) -> float:
     return float(value)
 
 
+def fraction(name: str, value) -> float:
+    """``value`` as a float strictly between 0 and 1 (a share of something that is left).
+
+    >>> fraction("factor", 0.25)
+    0.25
+    >>> fraction("factor", 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: factor must be a number between 0 and 1 (exclusive), not 1
+    """
+    if (isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating)
+            or not math.isfinite(value) or not 0 < value < 1):
+        raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), not {value!r}")
+    return float(value)
+
+
 def unit_id(what: str, value, count: int) -> int:
     """``value`` as an integer id in ``0 .. count - 1`` of the units named ``what``.
 

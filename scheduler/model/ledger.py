@@ -75,6 +75,14 @@ class Ledger:
         out.checkpoint_gb = self.checkpoint_gb
         return out
 
+    def carry(self, other: Ledger, model_map: np.ndarray) -> None:
+        """Add ``other``'s books (another engine's, before a re-plan); ``model_map[m]`` is the
+        model here of its model ``m`` (-1: gone, its GPU-seconds are not carried)."""
+        kept = model_map >= 0
+        np.add.at(self.gpu_s, (slice(None), model_map[kept]), other.gpu_s[:, kept])
+        self.achieved_flops += other.achieved_flops
+        self.checkpoint_gb += other.checkpoint_gb
+
     def total_gpu_s(self) -> float:
         return float(self.gpu_s.sum())
 

@@ -241,7 +241,8 @@ class Physics:
                            if r.spec.params_b > 0 else 0.0 for r in runs])
         total = np.array([r.spec.tokens if r.spec.tokens > 0 else 0.0 for r in runs])
         result = self.storage.supply(gpu_job, tokens, total_tokens=total,
-                                     central_factor=min(1.0, self.costs.storage_factor))
+                                     central_factor=min(1.0, self.costs.storage_factor),
+                                     nvme_factor=self.failures.storage_fraction("nvme"))
         self.last_storage = result
         self.stall = {r.idx: float(x) for r, x in zip(runs, result.data_stall_fraction,
                                                        strict=True)}

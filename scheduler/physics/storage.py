@@ -229,7 +229,8 @@ class StorageModel:
 
     def supply(self, gpu_job, tokens_per_s, *, bytes_per_token=None, vision=None,
                dataset_gb=None, total_tokens=None, passes_done=None,
-               checkpoint_write_gb_s=None, central_factor: float = 1.0) -> StorageResult:
+               checkpoint_write_gb_s=None, central_factor: float = 1.0,
+               nvme_factor: float = 1.0) -> StorageResult:
         """Serve every job's input reads and checkpoint writes; return stalls and tier loads.
 
         Parameters
@@ -255,6 +256,9 @@ class StorageModel:
             Checkpoint writes in flight, GB/s asked for (``np.inf``: as fast as possible).
         central_factor : float
             Multiplier on the central tier's bandwidth (a storage-slowdown drill), in (0, 1].
+        nvme_factor : float
+            Multiplier on the node-local cache's read bandwidth, in [0, 1]: 0 is a cache that
+            is down, whose reads all fall through to the central tier.
         """
         tokens_per_s = np.asarray(tokens_per_s, dtype=float)
         n = tokens_per_s.size
@@ -274,13 +278,16 @@ class StorageModel:
                      else np.broadcast_to(np.asarray(checkpoint_write_gb_s, dtype=float), (n,)))
         if not central_factor >= 0:
             raise ValueError(f"central_factor must be >= 0, not {central_factor!r}")
+        if not 0 <= nvme_factor <= 1:
+            raise ValueError(f"nvme_factor must be in [0, 1], not {nvme_factor!r}")
+        node_nvme = self.node_nvme_read_gb_s * nvme_factor
 
         demand = tokens_per_s * bpt / 1e9
         hit = cache_hit_rate(cache_gb, data, passes)
         nic = nodes * NODE_STORAGE_GB_S
         bounce = nodes * BOUNCE_GB_S_PER_NODE
         cache_ask = hit * demand
-        cache_got = np.minimum(cache_ask, nodes * self.node_nvme_read_gb_s)
+        cache_got = np.minimum(cache_ask, nodes * node_nvme)
         if not self.gpudirect_nvme:
             cache_got = np.minimum(cache_got, bounce)
         central_ask = demand - cache_got
@@ -305,7 +312,7 @@ class StorageModel:
         supplied = cache_got + central_got
         with np.errstate(divide="ignore", invalid="ignore"):
             stall = np.where(demand > 0, np.maximum(0.0, 1.0 - supplied / demand), 0.0)
-        nvme_cap = self.node_nvme_read_gb_s * self.plan.n_nodes
+        nvme_cap = node_nvme * self.plan.n_nodes
         tiers = (
             TierLoad("central_read", float(central_ask.sum()), float(central_got.sum()), r_cap),
             TierLoad("central_write", float(write_want.sum()), float(write_got.sum()), w_cap),

@@ -81,6 +81,8 @@ class FailureEngine:
         self._repairs: dict[int, tuple[FailureMode, int, np.ndarray | None]] = {}
         self._repair_id = 0
         self._storage_factors: dict[int, float] = {}
+        # storage tier -> share of its bandwidth an operator left it (absent: all of it)
+        self.storage_left: dict[str, float] = {}
         self._next: dict[int, Handle] = {}
         ctx.on(Kind.FAIL, self.on_fail)
         ctx.on(Kind.REPAIR, self.on_repair)
@@ -263,6 +265,31 @@ class FailureEngine:
         self._push_repair(mode, 0, duration_s)
         self._storage_factors[self._repair_id] = factor
 
+    def set_storage(self, tier: str, left: float) -> None:
+        """An operator set a storage tier's status: ``left`` (0 .. 1) of its bandwidth is
+        left, 1 when it is up.  A status, not a count: it replaces the tier's previous one
+        and composes with drills' and failures' slowdowns.  The central tier's share scales
+        checkpoint costs (and its reads); the physics reads :meth:`storage_fraction`."""
+        if tier == "central" and not left > 0:
+            raise ValueError("the central tier keeps some bandwidth (checkpoint costs divide "
+                             "by it)")
+        before = self.storage_left.pop(tier, 1.0)
+        if tier == "central":
+            self.costs.restore_storage(before)
+            self.costs.scale_storage(left)
+        if left < 1.0:
+            self.storage_left[tier] = float(left)
+
+    def storage_fraction(self, tier: str) -> float:
+        """Share of a tier's bandwidth an operator left it (1: up)."""
+        return self.storage_left.get(tier, 1.0)
+
+    def __setstate__(self, state: dict) -> None:
+        # the live twin resumes pickled engines: one pickled before operators could set a
+        # storage tier's status has every tier up
+        state.setdefault("storage_left", {})
+        self.__dict__.update(state)
+
     # ----------------------------------------------------------------- slowdowns
     def _pod_of_switch_unit(self, component: str, unit: int) -> int:
         f = self.plan.fabric
@@ -341,6 +368,58 @@ class FailureEngine:
         self.down_count[node] = 0 if all_causes else max(0, self.down_count[node] - 1)
         if self.down_count[node] == 0:
             self.state.set_node_flags([node], up=True)
+
+    # ----------------------------------------------------------------- re-plan
+    def repairs_in_flight(self) -> list[tuple[float, FailureMode, int, np.ndarray | None, float]]:
+        """Every repair still to come: ``(time, mode, unit, nodes, storage factor)``."""
+        out = []
+        for h in self.ctx.pending(Kind.REPAIR):
+            mode, unit, nodes = self._repairs[h.payload]
+            out.append((h.time, mode, unit, nodes, self._storage_factors.get(h.payload, 1.0)))
+        return out
+
+    def carry_repair(self, t: float, mode: FailureMode, unit: int, nodes: np.ndarray | None,
+                     factor: float = 1.0) -> None:
+        """Hold a failure another engine had in flight (a re-plan) until its repair at ``t``:
+        ``nodes`` (this engine's ids) stay down, a fabric ``unit`` stays failed, a row stays
+        throttled, the storage stays slow by ``factor``."""
+        effect = EFFECTS[mode.component]
+        repair_s = max(0.0, t - self.ctx.now)
+        if effect == "interrupt":
+            nodes = np.asarray(nodes, dtype=np.int64)
+            self.down_count[nodes] += 1
+            self.state.set_node_flags(nodes, up=False)
+            self._push_repair(mode, -1, repair_s, nodes)
+        elif effect == "slow":
+            pod = self._pod_of_switch_unit(mode.component, unit)
+            self.slowed[pod] += self._lost_share(mode.component, pod)
+            self._mark_fabric(mode.component, unit, +1)
+            self._push_repair(mode, unit, repair_s)
+        elif effect == "throttle":
+            for r in np.unique(self.plan.node_rack[self.nodes_of(mode.component, unit)]).tolist():
+                self.throttled_racks[r] += 1
+            self.cooling_lost[unit] += 1
+            self._push_repair(mode, unit, repair_s)
+        elif effect == "slow_storage":
+            self.costs.scale_storage(factor)
+            self._push_repair(mode, 0, repair_s)
+            self._storage_factors[self._repair_id] = factor
+
+    def carry_books(self, old: FailureEngine, node_map: np.ndarray) -> None:
+        """Take over another engine's failure statistics and lemon records (``node_map``: its
+        node ids to this engine's, -1 where gone)."""
+        self.failures.update(old.failures)
+        self.component_of.update(old.component_of)
+        self.interruptions.update(old.interruptions)
+        self.planned += old.planned
+        self.unplanned += old.unplanned
+        self.repairs_done += old.repairs_done
+        for n, times in old.node_fail_times.items():
+            if node_map[n] >= 0:
+                self.node_fail_times[int(node_map[n])] = list(times)
+        lemons = [int(node_map[n]) for n in old.lemons if node_map[n] >= 0]
+        self.lemons.extend(lemons)
+        self.state.set_node_flags(lemons, drained=True)
 
     def report(self) -> dict:
         by_component: Counter = Counter()

@@ -7,6 +7,8 @@ booked apart from the on-premises ledger.  Prices are the preset's assumptions.
 
 from __future__ import annotations
 
+import copy
+
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import CloudPoolSpec
 from scheduler.model.job_run import CLOUD, DONE, QUEUED, JobRun
@@ -97,6 +99,16 @@ class CloudBurst:
         run.event = self.ctx.schedule(run.expected_end, Kind.CLOUD_DONE, run)
         self.ctx.log("burst", f"{run.spec.name} ({run.gpus} GPUs) bursts to {pools.name(pool)}",
                      job=run.spec.name)
+
+    def carry_pools(self, pools: CloudPools) -> None:
+        """Take over another engine's pools (their use and books) if they are the same pools."""
+        if pools.pools == self.pools.pools:
+            self.pools = copy.deepcopy(pools)
+
+    def carry(self, run: JobRun) -> None:
+        """A run bursting in a cloud pool, carried over from another engine (a re-plan): its
+        end stays when it was."""
+        run.event = self.ctx.schedule(max(run.expected_end, self.ctx.now), Kind.CLOUD_DONE, run)
 
     def cloud_done(self, run: JobRun) -> None:
         run.event = None

@@ -86,7 +86,7 @@ class InferenceFleet:
             self.services.append(ServiceRun(s, models))
         self.serving_by_model = np.zeros(state.n_models, dtype=np.int64)
         self._owner = REPLICA_BASE
-        self._last_t = 0.0
+        self._last_t = ctx.now
         self._lent_to: dict[int, int] = {}
         self.lent_jobs = 0
         ctx.on(Kind.DEMAND, self.on_demand)

@@ -149,6 +149,65 @@ class JobLifecycle:
         self.start(run, placement)
         return run
 
+    def carry(self, old: JobRun, placement: Placement | None = None, *,
+              model: int = -1) -> JobRun:
+        """Take over ``old``, a run of another engine (a re-plan onto a changed inventory),
+        with its history: a finished, rejected or cloud run as it was (``model``: its model
+        here), a queued one back in the queue (its wait goes on; rejected if this cluster can no
+        longer hold it), a running one on ``placement`` (this engine's node ids) with its open
+        segment, checkpoints and expected end kept: it does not notice the move."""
+        run = self.admission.admit(len(self.runs), old.spec)
+        fresh_models, fresh_affinity, fresh_state = run.models, run.affinity, run.state
+        for name in old.__slots__:
+            if name not in ("idx", "models", "affinity", "sig", "event", "end_key", "gids",
+                            "placement", "model"):
+                setattr(run, name, getattr(old, name))
+        run.models, run.affinity = fresh_models, fresh_affinity
+        run.sig = (run.models, run.affinity)
+        self.runs.append(run)
+        if old.state in (DONE, REJECTED, CLOUD):
+            run.model = model
+            return run
+        if fresh_state == REJECTED:
+            run.state = REJECTED
+            self.ctx.log("reject", f"{run.spec.name}: after the inventory changed no accelerator "
+                                   f"of this cluster can hold {run.gpus} GPUs", job=run.spec.name)
+            return run
+        if placement is None:
+            self._enqueue(run)
+            run.queued_since = old.queued_since
+            return run
+        j = run.spec
+        run.models = tuple(dict.fromkeys(run.models + (placement.model,)))
+        run.sig = (run.models, run.affinity)
+        run.gids = self.state.allocate(run.idx, placement, cpu_per_gpu=j.cpu_per_gpu,
+                                       ram_gb_per_gpu=j.ram_gb_per_gpu,
+                                       nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+        run.placement = placement
+        run.model = placement.model
+        run.event = self.ctx.schedule(run.expected_end, Kind.FINISH, run)
+        self._set_end(run, run.expected_end)
+        self.running[run.idx] = run
+        self.holders.add(run)
+        self.tenants.add(run, +1)
+        self._note_moved(run)
+        return run
+
+    def stop_for_replan(self, run: JobRun) -> None:
+        """Stop a gang whose nodes a re-plan changes: a running one loses the work since its
+        last checkpoint (booked as preempted), a lending one books its stall, a hung one its
+        hang; all go back to the queue, from which the successor engine carries them."""
+        if run.state == RUNNING:
+            self.preempt(run, reason="its nodes changed in the inventory (re-plan)")
+            return
+        if run.state == DRAINING:
+            self.abort_drain(run)
+        elif run.state == DETECTING:
+            run.cancel_event()
+            self.book_detection(run)
+        self.release(run)
+        self.requeue(run)
+
     def _arrive(self, run: JobRun) -> None:
         run.event = None
         if run.state == REJECTED:
@@ -195,8 +254,7 @@ class JobLifecycle:
                                        from_disk=run.restore_from_disk)
         run.restore_from_disk = False
         if self.checkpoint_interval == "auto":
-            mttf_s = 3600.0 / job_failure_rate(nodes, j.gpus)
-            run.interval_s = daly_interval(run.write_s, mttf_s)
+            run.interval_s = daly_interval(run.write_s, 3600.0 / job_failure_rate(nodes, j.gpus))
         elif self.checkpoint_interval is not None:
             run.interval_s = float(self.checkpoint_interval)
         run.slow_split = self.speed_model.split(run)
@@ -409,6 +467,25 @@ class JobLifecycle:
         self.speed_model.refresh()
         return [run.idx for run in list(self.running.values())
                 if run.state == RUNNING and self.rerate(run)]
+
+    def recost_all(self) -> list[int]:
+        """Checkpoint costs moved (an operator set a storage tier's status): every running gang
+        writes its later checkpoints at the new cost; return those changed."""
+        changed = []
+        for run in [r for r in self.running.values() if r.state == RUNNING]:
+            j, nodes = run.spec, run.placement.nodes.size
+            write_s = self.costs.write_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes)
+            if write_s == run.write_s:
+                continue
+            self.close(run, "lend")
+            run.write_s = write_s
+            if self.checkpoint_interval == "auto":
+                run.interval_s = daly_interval(write_s, 3600.0 / job_failure_rate(nodes, j.gpus))
+            run.restart_s = 0.0
+            self._open_segment(run, 0.0)
+            self._note_moved(run)
+            changed.append(run.idx)
+        return changed
 
     # ----------------------------------------------------------------- figures
     def estimate_write_s(self, run: JobRun, model: int) -> float:

@@ -65,6 +65,8 @@ class Kernel:
         Root of every random stream (:class:`~scheduler.sim.streams.Streams`).
     log_size : int
         Lines the event log keeps.
+    start_s : float
+        Simulated time the clock starts at, s (an engine re-planned mid-run starts there).
 
     Examples
     --------
@@ -81,9 +83,9 @@ class Kernel:
 
     logged = 0  # (a class default, so engines pickled before it existed load)
 
-    def __init__(self, seed: int = 0, *, log_size: int = 2000):
+    def __init__(self, seed: int = 0, *, log_size: int = 2000, start_s: float = 0.0):
         self.streams = Streams(seed)
-        self.now = 0.0
+        self.now = float(start_s)
         self._heap: list = []
         self._seq = 0
         self._handlers: dict[Kind, Callable] = {}
@@ -128,6 +130,15 @@ class Kernel:
         """Add a line to the event log (the dashboard's and the report's)."""
         self.events.append({"t": round(self.now, 3), "kind": kind, "text": text, **extra})
         self.logged += 1
+
+    def carry_log(self, other: Kernel) -> None:
+        """Continue ``other``'s event log (a re-planned engine's predecessor): its lines come
+        first and the numbering goes on from its count."""
+        mine = list(self.events)
+        self.events.clear()
+        self.events.extend(other.events)
+        self.events.extend(mine)
+        self.logged += other.logged
 
     def events_since(self, count: int) -> tuple[int, list[dict]]:
         """Lines logged after the first ``count``: ``(number of the first returned, lines)``;

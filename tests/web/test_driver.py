@@ -13,6 +13,7 @@ from scheduler.live import live_frame
 from twin import broadcast, services
 from twin import models as m
 from twin.driver import EngineDriver
+from twin.engine_commands import INVENTORY_COMMANDS, command_parse
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -208,3 +209,18 @@ async def test_run_keeps_pace_when_steps_are_slow_and_stops_with_a_snapshot(driv
     assert state.t_sim == pytest.approx(driver.engine.now)
     snaps = await database_sync_to_async(list)(m.EngineSnapshot.objects.all())
     assert len(snaps) == 1 and snaps[0].t_sim == pytest.approx(driver.engine.now)
+
+
+SAMPLE_PARAMS = {"node": 1, "switch": 0, "link": 0, "rack": 0, "loop": 0, "gpu": 3,
+                 "tier": "central", "factor": 0.5}
+
+
+@pytest.mark.parametrize("name", INVENTORY_COMMANDS)
+async def test_every_inventory_command_reaches_the_engine(drivers, name):
+    driver = await drivers()
+    seen = []
+    driver.engine.command = lambda command, **params: seen.append((command, params))
+    params = {k: v for k, v in SAMPLE_PARAMS.items()
+              if k != "factor" or name == "storage_degraded"}
+    await driver.command_apply(command_parse({"command": name, "params": params}))
+    assert [c for c, _ in seen] == [name]

@@ -22,7 +22,7 @@ async def test_the_live_engine_runs_the_selected_inventory(drivers, small_plan):
     assert driver.inventory == plan_fingerprint(plan)
 
 
-async def test_a_structural_edit_rebuilds_instead_of_resuming(drivers, small_plan):  # noqa: F811
+async def test_a_snapshot_of_an_older_inventory_is_carried_onto_the_new_one(drivers, small_plan):  # noqa: F811,E501
     cluster = await database_sync_to_async(cluster_plan_write)(small_plan)
     first = await drivers(speed=3600.0)
     clock = first.clock
@@ -33,18 +33,37 @@ async def test_a_structural_edit_rebuilds_instead_of_resuming(drivers, small_pla
 
     # same inventory: resumed where it stopped
     again = await drivers(clock=FakeClock())
-    assert again.engine.now == first.engine.now
+    assert again.engine.now == first.engine.now and again.engine.replans == 0
 
-    # a node made a hot spare in the admin: another inventory, so built afresh at t=0
+    # a node made a hot spare in the admin while the engine was down: another inventory, so
+    # the snapshot's run is re-planned onto it (its clock goes on) and the log says so
     def make_spare():
         node = m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")[0]
         node.is_spare = True
         node.save()
     await database_sync_to_async(make_spare)()
+    moved = await drivers(clock=FakeClock())
+    assert moved.engine.now == first.engine.now and moved.engine.replans == 1
+    assert moved.inventory != first.inventory
+    assert moved.engine.state.node_spare[0]
+    assert moved.log_key == first.log_key  # one run, one log
+    assert moved.engine.events[-1]["kind"] == "replan"
+
+
+async def test_a_snapshot_of_another_cluster_is_not_carried_over(drivers, small_plan):  # noqa: F811
+    cluster = await database_sync_to_async(cluster_plan_write)(small_plan)
+    first = await drivers(speed=3600.0)
+    first.clock.now += 2.0
+    await first.step_once()
+    await first.snapshot()
+
+    def rebuilt():  # the same layout written again: a new cluster, new rows
+        from twin.inventory import cluster_delete
+        cluster_delete(cluster=cluster)
+        cluster_plan_write(small_plan)
+    await database_sync_to_async(rebuilt)()
     fresh = await drivers(clock=FakeClock())
-    assert fresh.engine.now == 0
-    assert fresh.inventory != first.inventory
-    assert fresh.engine.state.node_spare[0]
+    assert fresh.engine.now == 0 and fresh.engine.replans == 0
 
 
 def stored_log(key):
