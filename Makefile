@@ -16,11 +16,16 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 venv: $(VENV)/.installed
 
+# The published demo: development SECRET_KEY, demo passwords, plain HTTP on 127.0.0.1 only.
+# Without CLUSTERTWIN_INSECURE_DEMO=1 the settings refuse the development key (README: Security).
+run bench: export CLUSTERTWIN_INSECURE_DEMO := 1
+
 run: venv
+	@echo "CLUSTERTWIN_INSECURE_DEMO=1: a local demo with the published SECRET_KEY over plain HTTP, not a deployment"
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py build_cluster --preset dev-small --if-empty
 	$(BIN)/python manage.py seed_demo
-	@echo "Demo logins: admin / staff / operator, password '$(CLUSTERTWIN_DEMO_PASSWORD)'"
+	@echo "Demo logins: admin / staff / operator; new accounts get CLUSTERTWIN_DEMO_PASSWORD (default 'clustertwin'), existing ones keep theirs"
 	@echo "Serving on http://127.0.0.1:8000"
 	$(BIN)/daphne -b 127.0.0.1 -p 8000 twin.asgi:application
 

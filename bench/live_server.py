@@ -56,7 +56,9 @@ def live_env(db_path: Path, *, mode: str, redis_url: str | None = None, preset: 
                CLUSTERTWIN_ENGINE=mode, CLUSTERTWIN_PRESET=preset,
                CLUSTERTWIN_SPEEDUP=str(speed), CLUSTERTWIN_FRAME_INTERVAL_S=str(frame_interval_s),
                CLUSTERTWIN_SNAPSHOT_INTERVAL_S=str(snapshot_interval_s),
-               PYTHONUNBUFFERED="1", LOG_LEVEL=os.environ.get("LOG_LEVEL", "WARNING"))
+               PYTHONUNBUFFERED="1", LOG_LEVEL=os.environ.get("LOG_LEVEL", "WARNING"),
+               # a local twin over plain HTTP with the development key, and says so
+               CLUSTERTWIN_INSECURE_DEMO="1")
     if redis_url:
         env["REDIS_URL"] = redis_url
     return env

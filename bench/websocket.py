@@ -10,12 +10,24 @@ load (GET /) is timed while the sockets stream.
 Targets: p99 delivery latency < 1 s, frames < 100 kB, pace within 5 % of the speed-up.
 Run: .venv/bin/python -m bench.websocket [--clients 500] [--preset hyperscale-100k]
      [--workers 1|2] [--seconds 30] [--speed 60]
+
+``--storm``: against one daphne (engine embedded), ``--connects`` clients connect at the same
+instant and each waits for its snapshot (lost: no handshake, or no snapshot, within 30 s; daphne
+itself drops a handshake after 5 s); then ``--flood-clients`` clients that never read send
+``resync`` for ``--flood-seconds``, half as fast as they can (closed with 4429), half at 4/s,
+under the rate limit (closed with 4408 once their queued snapshots pass the limit). Reported:
+lost connects, handshake times, the server's close codes (from its log) and its memory (RSS)
+while flooded against before. Targets: no lost connect, RSS within 50 MB of the baseline.
+Run: .venv/bin/python -m bench.websocket --storm [--connects 1000] [--flood-clients 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import collections
+import contextlib
 import http.client
 import multiprocessing as mp
 import os
@@ -38,6 +50,7 @@ from bench.live_server import (
 
 TARGET_P99_S = 1.0
 TARGET_FRAME_KB = 100.0
+TARGET_FLOOD_MB = 50.0
 _HEAD = re.compile(rb'^\{(?:"dropped":(\d+),)?"type":"(\w+)","seq":(\d+),"t":([-0-9.e+]+),'
                    rb'"sent_at":([0-9.e+]+)')
 
@@ -213,6 +226,184 @@ def report(r: dict) -> None:
           f"in {r['wall_s']:.0f} s (ramp included) on {os.cpu_count()} cores")
 
 
+# ----------------------------------------------------------------- --storm
+async def _storm_client(port: int, cookie: str, start: float, hold_until: float,
+                        out: dict) -> None:
+    from websockets.asyncio.client import connect
+    await asyncio.sleep(max(0.0, start - time.time()))
+    t = time.time()
+    try:
+        async with connect(f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
+                           additional_headers={"Cookie": f"sessionid={cookie}"},
+                           compression=None, max_size=None, ping_interval=None,
+                           open_timeout=30) as ws:
+            out["handshake_s"].append(time.time() - t)
+            if not (await asyncio.wait_for(ws.recv(decode=False), 30)).startswith(
+                    b'{"type":"snapshot"'):
+                raise RuntimeError("the first message is not a snapshot")
+            out["snapshot_s"].append(time.time() - t)
+            while time.time() < hold_until:  # keep reading frames until every client is in
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ws.recv(decode=False), hold_until - time.time())
+    except Exception as exc:  # a lost connect is counted, not fatal to the run
+        out["errors"].append(f"{type(exc).__name__}: {exc}"[:160])
+
+
+def _storm_process(port: int, cookie: str, n: int, start: float, hold_until: float,
+                   results) -> None:
+    out = {"handshake_s": [], "snapshot_s": [], "errors": []}
+
+    async def main():
+        await asyncio.gather(*(_storm_client(port, cookie, start, hold_until, out)
+                               for _ in range(n)))
+
+    asyncio.run(main())
+    results.put(out)
+
+
+def _ws_frame(text: str) -> bytes:
+    """A masked client text frame (RFC 6455), short payload."""
+    data, mask = text.encode(), os.urandom(4)
+    return (bytes([0x81, 0x80 | len(data)]) + mask
+            + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+
+async def _flood_client(port: int, cookie: str, every_s: float, end: float) -> str:
+    """Open a socket, then send resync every ``every_s`` (0: as fast as the socket takes
+    them) and read nothing; returns how it ended."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write((f"GET /ws/twin/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                  f"Origin: http://127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                  f"Sec-WebSocket-Version: 13\r\nCookie: sessionid={cookie}\r\n\r\n").encode())
+    if b" 101 " not in (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")[0]:
+        return "refused"
+    resync = _ws_frame('{"type":"resync"}')
+    try:
+        while time.time() < end:
+            writer.write(resync)
+            await asyncio.wait_for(writer.drain(), max(0.1, end - time.time()))
+            await asyncio.sleep(every_s)
+    except (ConnectionError, TimeoutError):
+        return "closed by the server"
+    finally:
+        writer.transport.abort()
+    return "still open"
+
+
+def _flood_process(port: int, cookie: str, rates: list[float], end: float, results) -> None:
+    async def main():
+        return await asyncio.gather(*(_flood_client(port, cookie, every, end)
+                                      for every in rates))
+    results.put(asyncio.run(main()))
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _rss_while(pid: int, until: float, every_s: float = 0.2) -> list[float]:
+    samples = []
+    while time.time() < until:
+        samples.append(_rss_mb(pid))
+        time.sleep(every_s)
+    return samples
+
+
+def storm(args) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ws-storm-"))
+    # no engine snapshot in the run: its blob would read as growth, and its forked child holds
+    # the server's sockets (a socket the server drops stays open until the child exits)
+    env = live_env(tmp / "db.sqlite3", mode="embedded", preset=args.preset, speed=args.speed,
+                   frame_interval_s=args.frame_interval, snapshot_interval_s=3600.0)
+    env["LOG_LEVEL"] = "WARNING"  # the consumers log closes for 4408 and 4429 at WARNING
+    cookie = database_prepare(env)
+    port = free_port()
+    log = tmp / "daphne.log"
+    daphne = daphne_start(env, port, log=log)
+    try:
+        t = time.perf_counter()
+        _first_frame(port, cookie, timeout=300)
+        print(f"engine publishing after {time.perf_counter() - t:.1f} s "
+              f"({args.preset}, x{args.speed:g}); logs in {tmp}")
+        rss_idle = statistics.median(_rss_while(daphne.pid, time.time() + 2))
+
+        k = max(1, min(args.client_procs, args.connects))
+        share = [args.connects // k + (i < args.connects % k) for i in range(k)]
+        start = time.time() + 3.0  # every client process ready: one instant for all
+        hold_until = start + 15.0  # then each client leaves once it has its snapshot
+        results: mp.Queue = mp.Queue()
+        procs = [mp.Process(target=_storm_process,
+                            args=(port, cookie, share[i], start, hold_until, results))
+                 for i in range(k)]
+        for proc in procs:
+            proc.start()
+        rss_storm = max(_rss_while(daphne.pid, hold_until), default=float("nan"))
+        outs = [results.get(timeout=120) for _ in procs]
+        for proc in procs:
+            proc.join(30)
+
+        time.sleep(3.0)  # the storm's sockets are closed
+        rss_base = statistics.median(_rss_while(daphne.pid, time.time() + 3))
+        end = time.time() + 2.0 + args.flood_seconds
+        rates = [0.0 if i % 2 == 0 else 0.25 for i in range(args.flood_clients)]
+        flood_q: mp.Queue = mp.Queue()
+        flooder = mp.Process(target=_flood_process, args=(port, cookie, rates, end, flood_q))
+        flooder.start()
+        flood_rss = _rss_while(daphne.pid, end + 2.0)
+        endings = flood_q.get(timeout=60)
+        flooder.join(30)
+        rss_after = _rss_mb(daphne.pid)
+    finally:
+        stop(daphne, timeout=60)
+        for db in tmp.glob("db.sqlite3*"):
+            db.unlink()
+    closes = collections.Counter(re.findall(r"closing a dashboard socket with (\d+)",
+                                            log.read_text(errors="replace")))
+    handshakes = [x for o in outs for x in o["handshake_s"]]
+    snapshots = [x for o in outs for x in o["snapshot_s"]]
+    return {
+        "connects": args.connects, "preset": args.preset,
+        "connected": len(handshakes), "snapshots": len(snapshots),
+        "errors": [e for o in outs for e in o["errors"]],
+        "handshake_p50_s": statistics.median(handshakes) if handshakes else float("nan"),
+        "handshake_p99_s": _pct(handshakes, 0.99),
+        "handshake_max_s": max(handshakes, default=float("nan")),
+        "snapshot_p99_s": _pct(snapshots, 0.99),
+        "rss_idle_mb": rss_idle, "rss_storm_mb": rss_storm, "rss_base_mb": rss_base,
+        "rss_flood_peak_mb": max(flood_rss, default=float("nan")), "rss_after_mb": rss_after,
+        "flood_clients": args.flood_clients, "flood_seconds": args.flood_seconds,
+        "endings": collections.Counter(endings), "closes": dict(closes),
+    }
+
+
+def storm_report(r: dict) -> None:
+    ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
+    lost = r["connects"] - r["snapshots"]
+    print(f"{r['connects']} simultaneous connects to one daphne ({r['preset']}): "
+          f"{r['connected']} handshakes, {r['snapshots']} snapshots, {lost} lost "
+          f"({lost / r['connects'] * 100:.1f} %)   target 0: {ok(lost == 0)}")
+    for e, n in collections.Counter(r["errors"]).most_common(5):
+        print(f"  lost: {n} x {e}")
+    print(f"  handshake p50 {r['handshake_p50_s'] * 1000:.0f} ms  p99 "
+          f"{r['handshake_p99_s'] * 1000:.0f} ms  max {r['handshake_max_s'] * 1000:.0f} ms; "
+          f"snapshot p99 {r['snapshot_p99_s'] * 1000:.0f} ms after the connect began")
+    print(f"  daphne RSS: idle {r['rss_idle_mb']:.0f} MB, with the {r['connects']} sockets "
+          f"{r['rss_storm_mb']:.0f} MB, after them {r['rss_base_mb']:.0f} MB")
+    growth = r["rss_flood_peak_mb"] - r["rss_base_mb"]
+    print(f"{r['flood_clients']} flood clients that never read, {r['flood_seconds']:g} s: "
+          f"RSS peak {r['rss_flood_peak_mb']:.0f} MB, {growth:+.1f} MB over the baseline "
+          f"{r['rss_base_mb']:.0f} MB (after: {r['rss_after_mb']:.0f} MB)   target < "
+          f"{TARGET_FLOOD_MB:g} MB: {ok(growth < TARGET_FLOOD_MB)}")
+    print("  clients: " + ", ".join(f"{n} {k}" for k, n in r["endings"].items())
+          + "; server closes: " + (", ".join(f"{n} x {code}" for code, n in
+                                             sorted(r["closes"].items())) or "none logged"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -226,7 +417,16 @@ def main() -> None:
                         help="wall s between engine snapshots (20: at least one in the window)")
     parser.add_argument("--client-procs", type=int, default=min(4, os.cpu_count() or 1))
     parser.add_argument("--redis-url", default=None)
-    report(run(parser.parse_args()))
+    parser.add_argument("--storm", action="store_true",
+                        help="simultaneous connects, then flood clients (see above)")
+    parser.add_argument("--connects", type=int, default=1000)
+    parser.add_argument("--flood-clients", type=int, default=10)
+    parser.add_argument("--flood-seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    if args.storm:
+        storm_report(storm(args))
+    else:
+        report(run(args))
 
 
 if __name__ == "__main__":

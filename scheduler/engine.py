@@ -146,6 +146,7 @@ class Engine:
                                 failures=self.reliability, costs=costs, tick_s=physics_tick_s,
                                 max_tick_s=physics_max_tick_s)
                         if physics else None)
+        self.reliability.watch_node_loss(self.fleet)
         jobs.use_speed_model(self.physics or self.reliability)
         kernel.on_advance(self._book_capacity)
         for job in workload.jobs if submit else ():

@@ -17,6 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from scheduler.control.bounds import (
+    CHECKPOINT_INTERVAL,
+    CLUSTER_GPUS,
+    LOAD,
+    OVERSUBSCRIPTION,
+    Bound,
+)
 from scheduler.engine import Engine
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.presets import PRESETS
@@ -140,6 +147,7 @@ class Scenario:
                                       or not isinstance(self.gpus, int | np.integer)
                                       or self.gpus <= 0):
             raise ScenarioError(f"gpus must be a positive integer, not {self.gpus!r}")
+        self._within("gpus", self.gpus, CLUSTER_GPUS)
         for name in ("failures", "physics"):
             if not isinstance(getattr(self, name), bool):
                 raise ScenarioError(f"{name} must be on or off, not {getattr(self, name)!r}")
@@ -147,6 +155,8 @@ class Scenario:
         if ci not in (None, "auto") and (not _number(ci) or not (math.isfinite(ci) and ci > 0)):
             raise ScenarioError("checkpoint interval must be 'auto' or a positive number of "
                                 f"seconds, not {ci!r}")
+        if ci not in (None, "auto"):
+            self._within("checkpoint interval", ci, CHECKPOINT_INTERVAL)
         self._one_of("recovery", self.recovery, RECOVERY_MODES)
         if self.spares is not None and (not _number(self.spares) or not 0 <= self.spares < 1):
             raise ScenarioError(f"spares must be a fraction in [0, 1), not {self.spares!r}")
@@ -155,8 +165,10 @@ class Scenario:
         o = self.oversubscription
         if o is not None and (not _number(o) or not (math.isfinite(o) and o >= 1)):
             raise ScenarioError(f"oversubscription must be a number >= 1, not {o!r}")
+        self._within("oversubscription", o, OVERSUBSCRIPTION)
         if not _number(self.load) or not (math.isfinite(self.load) and self.load > 0):
             raise ScenarioError(f"load must be a positive number, not {self.load!r}")
+        self._within("load", self.load, LOAD)
         m = self.physics_max_tick_s
         if m is not None and (not _number(m) or not (math.isfinite(m) and m >= 1800.0)):
             raise ScenarioError(f"physics max tick must be a number >= 1800 s, not {m!r}")
@@ -165,6 +177,15 @@ class Scenario:
         if self.trace is not None and not Path(self.trace).is_file():
             raise ScenarioError(f"trace file {os.fspath(self.trace)!r} does not exist or is "
                                 "not a file")
+
+    @staticmethod
+    def _within(name: str, value, bound: Bound) -> None:
+        """``value`` (unless None) inside its bound of :mod:`scheduler.control.bounds`."""
+        if value is not None:
+            try:
+                bound.check(name, value)
+            except ValueError as exc:
+                raise ScenarioError(str(exc)) from None
 
     @staticmethod
     def _one_of(name: str, value, known) -> None:

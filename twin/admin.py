@@ -19,6 +19,19 @@ class FastChangelist(admin.ModelAdmin):
     show_full_result_count = False
 
 
+class AuditTrail(FastChangelist):
+    """An audit record: shown, never added, changed or deleted here, superusers included."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 STATUS_READONLY = ("status",)
 """Status is changed by the list actions only: they are audited and reach the live engine."""
 
@@ -319,26 +332,18 @@ class CloudPoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.Drill)
-class DrillAdmin(admin.ModelAdmin):
-    list_display = ("kind", "target", "requested_by", "requested_at")
+class DrillAdmin(AuditTrail):
+    """Drills are requested on the Drills page or the API (audited there), never here."""
+
+    list_display = ("requested_at", "kind", "target", "requested_by", "status")
     list_select_related = ("requested_by",)
-    readonly_fields = ("requested_at",)
+    list_filter = ("kind", "status")
 
 
 @admin.register(m.AuditEntry)
-class AuditEntryAdmin(FastChangelist):
-    """Read-only: who changed what in the inventory, and when."""
+class AuditEntryAdmin(AuditTrail):
+    """Who changed what in the inventory, and when."""
 
     list_display = ("created_at", "username", "action", "target")
     list_filter = ("action",)
     search_fields = ("username", "target")
-    readonly_fields = ("created_at", "user", "username", "action", "target", "detail")
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

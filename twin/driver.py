@@ -26,22 +26,20 @@ from concurrent.futures import ThreadPoolExecutor
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from scheduler.control.replan import replan
 from scheduler.live import live_frame, live_placement
-from scheduler.presets import PRESETS
 from scheduler.simulate import Scenario
-from twin import broadcast, selectors, services
-from twin import models as m
+from twin import broadcast, command_log, selectors, services
 from twin.conf import app_setting
+from twin.driver_inventory import InventoryFollowing, _cluster_preset, _inventory_read
+from twin.driver_log import CommandLogging
 from twin.engine_commands import (
     INVENTORY_COMMANDS,
     Command,
     CommandError,
     command_parse,
-    json_safe,
 )
-from twin.replanning import Inventory, inventory_revision
-from twin.snapshots import engine_blob, engine_unpickle
+from twin.replanning import Inventory
+from twin.snapshots import engine_blob, engine_unpickle, snapshot_leftovers_remove
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +50,11 @@ MAX_CATCH_UP_S = 60.0
 """Most wall seconds one step makes up for (after a suspended machine, not a slow step)."""
 
 
-class EngineDriver:
+class EngineStartError(RuntimeError):
+    """The engine cannot start as configured (the message says why and what to set)."""
+
+
+class EngineDriver(InventoryFollowing, CommandLogging):
     """Paces one engine live. ``await start()``, then ``await run()`` (or ``step_once()``).
 
     Parameters
@@ -97,6 +99,10 @@ class EngineDriver:
         self.lag_ticks = 0
         self.steps = 0
         self._snapshot_blob: bytes | None = None
+        self._snapshot_log_seq = 0  # the last logged command in that blob
+        self._log_seq = 0  # the last logged command applied to the engine (engine thread)
+        self._unproven: list[int] = []  # logged commands applied since the last good step
+        self._good_t = 0.0  # simulated time at the end of the last good step
         self._inbox: collections.deque = collections.deque()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="twin-engine")
         self._channel: str | None = None
@@ -119,39 +125,76 @@ class EngineDriver:
             self.speed = app_setting("SPEEDUP")
         if self.preset is None:
             self.preset = await database_sync_to_async(_cluster_preset)()
+        problem = await database_sync_to_async(selectors.cluster_choice_problem)()
+        if problem:  # never guess which cluster is the twin: say so where everyone looks
+            await database_sync_to_async(services.live_state_health_set)(
+                health="error", last_error=problem)
+            raise EngineStartError(problem)
         await database_sync_to_async(services.live_state_health_set)(health="starting")
+        left = snapshot_leftovers_remove()
+        if left:
+            logger.warning("live engine: removed %d snapshot file(s) a killed engine left: %s",
+                           len(left), ", ".join(left))
         self.inv = await database_sync_to_async(_inventory_read)()
         snap = await database_sync_to_async(selectors.engine_snapshot_latest)(
             preset=self.preset, seed=self.seed)
-        stale = snap is not None and snap.inventory != self.inventory
-        self.engine = await self._in_engine(self._load_or_build,
-                                            None if snap is None else bytes(snap.data))
-        keys = getattr(self.engine, "keys", None)
-        if (snap is not None and self.inv is not None and keys
-                and keys.get("cluster") != self.inv.cluster_id):
-            logger.warning("live engine: the stored snapshot (t=%.0f s) ran another cluster "
-                           "(id %s, this is %s): building the engine afresh", snap.t_sim,
-                           keys.get("cluster"), self.inv.cluster_id)
-            self.engine = await self._in_engine(self._load_or_build, None)
-        elif stale:
-            # the inventory changed while the engine was down: carry the run over if it is
-            # this cluster's, else start afresh; either way, say so
-            logger.warning("live engine: the stored snapshot (t=%.0f s) ran inventory %s, the "
-                           "database holds %s", snap.t_sim, snap.inventory or "(none)",
-                           self.inventory or "(none)")
-            self.engine = await self._in_engine(self._onto_inventory, self.engine)
-        elif snap is not None and self.engine is not None:
-            self._snapshot_blob = bytes(snap.data)
-            if self.inv is not None:
-                self.engine.keys = self.inv.keys
+        after = await self._resume(snap)
+        same_run = state is not None and state.inventory == self.log_key
+        if after == 0 and not same_run:
+            after = None  # built afresh for a run nobody was shown
+        if after is None:  # a new run: nothing logged so far is its to replay
+            self._log_seq = await database_sync_to_async(command_log.last_command_id)()
+        else:
+            # a crash lost what happened after the snapshot (or the whole run, if there was
+            # none): replay the log and catch up with the last frame shown, so no applied drill
+            # is lost and simulated time never goes back on screen
+            await database_sync_to_async(command_log.commands_abandoned_refuse)(
+                run=self.log_key)
+            await self._replay(after=after, until=state.t_sim if same_run else 0.0)
+        self._good_t = self.engine.now
         self._events_saved = await database_sync_to_async(services.engine_events_resume)(
             inventory=self.log_key, have=self.engine.kernel.logged)
         self._channel = await self.layer.new_channel()
         await self.layer.group_add(broadcast.ENGINE_GROUP, self._channel)
         self._receiver = asyncio.create_task(self._receive_loop())
         self._last_wall = self._last_snapshot_wall = self.clock()
+        # drills posted while no engine ran are applied now, never left pending
+        self._inbox.extend(await database_sync_to_async(command_log.drills_pending)())
         logger.info("live engine: %s (seed %d) at t=%.0f s, speed x%g%s", self.preset,
                     self.seed, self.engine.now, self.speed, ", paused" if self.paused else "")
+
+    async def _resume(self, snap) -> int | None:
+        """Set ``self.engine`` from the newest snapshot (re-planned if the inventory changed
+        since), or afresh; returns the log row to replay after (``None``: a new run)."""
+        engine = None
+        if snap is not None:
+            try:
+                engine = await self._in_engine(engine_unpickle, bytes(snap.data))
+            except Exception:
+                logger.exception("live engine: the stored snapshot cannot be loaded")
+        keys = getattr(engine, "keys", None)
+        if engine is not None and self.inv is not None and keys and (
+                keys.get("cluster") != self.inv.cluster_id):
+            logger.warning("live engine: the stored snapshot (t=%.0f s) ran another cluster "
+                           "(id %s, this is %s): building the engine afresh", snap.t_sim,
+                           keys.get("cluster"), self.inv.cluster_id)
+            engine = None
+        if engine is None:
+            self.engine = await self._in_engine(self._load_or_build, None)
+            return 0  # replay the whole run's log, if it is the run that was shown
+        self._log_seq = snap.log_seq
+        if snap.inventory != self.inventory:
+            # the inventory changed while the engine was down: carry the run over onto it
+            logger.warning("live engine: the stored snapshot (t=%.0f s) ran inventory %s, the "
+                           "database holds %s", snap.t_sim, snap.inventory or "(none)",
+                           self.inventory or "(none)")
+            self.engine = await self._in_engine(self._onto_inventory, engine)
+            return snap.log_seq
+        self.engine = engine
+        self._snapshot_blob, self._snapshot_log_seq = bytes(snap.data), snap.log_seq
+        if self.inv is not None:
+            self.engine.keys = self.inv.keys
+        return snap.log_seq
 
     def _load_or_build(self, data: bytes | None):
         if data is not None:
@@ -161,40 +204,10 @@ class EngineDriver:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
                              failures=True, physics=True).engine(plan=self.plan)
-        engine.lineage = self.inventory or None
+        # the run's name: its inventory and cluster (a rebuilt look-alike is another twin)
+        engine.lineage = f"{self.inventory}:{self.inv.cluster_id}" if self.inv else None
         self._statuses_apply(engine)
         return engine
-
-    def _statuses_apply(self, engine) -> None:
-        """Give an engine new to this inventory (fresh or re-planned) its operator statuses."""
-        if self.inv is None:
-            return
-        engine.keys = self.inv.keys
-        for command, params in self.inv.statuses:
-            try:
-                engine.command(command, **params)
-            except ValueError as exc:
-                logger.warning("live engine: inventory status %s %s not applied: %s", command,
-                               params, exc)
-
-    def _onto_inventory(self, engine):
-        """``engine`` (another inventory's) re-planned onto this one when it ran this cluster,
-        else a fresh engine."""
-        node_map = None if self.inv is None else self.inv.node_map(engine.keys)
-        if node_map is None:
-            logger.warning("live engine: the snapshot ran another cluster (or none): "
-                           "building the engine afresh")
-            return self._load_or_build(None)
-        try:
-            new, self.replan_summary = replan(engine, self.plan, node_map)
-        except ValueError as exc:
-            logger.warning("live engine: the snapshot cannot be re-planned (%s): building "
-                           "the engine afresh", exc)
-            return self._load_or_build(None)
-        self._statuses_apply(new)
-        logger.info("live engine: re-planned onto inventory %s at t=%.0f s: %s",
-                    self.inventory, new.now, self.replan_summary)
-        return new
 
     def request_stop(self) -> None:
         """Ask :meth:`run` to finish its step, snapshot and return (signal handlers call it)."""
@@ -267,6 +280,8 @@ class EngineDriver:
         try:
             frame = await self._in_engine(self._advance, advance)
             self.health = "ok"
+            self._unproven.clear()  # the commands so far survived a step
+            self._good_t = self.engine.now
         except Exception as exc:
             frame = await self._engine_failed(exc)
         self.steps += 1
@@ -274,59 +289,11 @@ class EngineDriver:
         return await self._publish(frame)
 
     @property
-    def plan(self):
-        """The inventory's ClusterPlan (None: no cluster, the preset runs)."""
-        return None if self.inv is None else self.inv.plan
-
-    @property
-    def inventory(self) -> str:
-        """The inventory's fingerprint, stored with every snapshot ('' for the preset)."""
-        return "" if self.inv is None else self.inv.fingerprint
-
-    @property
     def log_key(self) -> str:
         """What the stored event log is kept under: the run's lineage (the inventory it
         started on; re-plans keep it), else the inventory, else the preset run."""
         lineage = getattr(self.engine, "lineage", None)
         return lineage or self.inventory or f"preset:{self.preset}:{self.seed}"
-
-    async def _inventory_follow(self) -> None:
-        """Every ``INVENTORY_POLL_S``: if the inventory's revision moved and its plan differs
-        from the one running, re-plan the engine now (between two steps: a safe point)."""
-        now = self.clock()
-        if self.inv is None or (self._last_poll_wall is not None and now - self._last_poll_wall
-                                < app_setting("INVENTORY_POLL_S")):
-            return
-        self._last_poll_wall = now
-        revision = await database_sync_to_async(inventory_revision)(
-            cluster_id=self.inv.cluster_id)
-        if revision is None or revision == self.inv.revision:
-            return
-        fresh = await database_sync_to_async(_inventory_read)(self.inv.cluster_id)
-        if fresh is None:
-            return
-        if fresh.fingerprint == self.inv.fingerprint:  # nothing the engine sees moved
-            self.inv = fresh
-            self.engine.keys = fresh.keys
-            return
-        old_keys = self.engine.keys
-        self.inv = fresh
-        node_map = fresh.node_map(old_keys)
-        try:
-            if node_map is None:
-                raise ValueError("the engine's nodes are not this cluster's")
-            self.engine, self.replan_summary = await self._in_engine(
-                replan, self.engine, fresh.plan, node_map)
-            await self._in_engine(self._statuses_apply, self.engine)
-            logger.info("live engine: inventory revision %d, re-planned at t=%.0f s: %s",
-                        revision, self.engine.now, self.replan_summary)
-        except Exception:
-            logger.exception("live engine: re-plan failed; rebuilding from the inventory")
-            self.engine = await self._in_engine(self._load_or_build, None)
-            self._events_saved = await database_sync_to_async(services.engine_events_resume)(
-                inventory=self.log_key, have=self.engine.kernel.logged)
-        self._snapshot_blob = None  # the old run's snapshot is of the old inventory
-        self._last_snapshot_wall = -float("inf")  # snapshot the new one soon
 
     async def _events_flush(self) -> None:
         """Keep the engine's new log lines; on a database error they wait for the next step."""
@@ -361,31 +328,27 @@ class EngineDriver:
             logger.exception("live engine: could not write or publish frame %d", self.seq)
         return frame
 
-    async def _engine_failed(self, exc: BaseException) -> dict:
-        """Log, report ``health=error`` and carry on from the last snapshot (or afresh)."""
-        logger.exception("live engine step failed at t=%s; restoring the last snapshot",
-                         getattr(self.engine, "now", None), exc_info=exc)
-        self.health = "error"
-        self.last_error = f"{type(exc).__name__}: {exc}"
-        try:
-            self.engine = await self._in_engine(self._load_or_build, self._snapshot_blob)
-            self._events_saved = await database_sync_to_async(services.engine_events_resume)(
-                inventory=self.log_key, have=self.engine.kernel.logged)
-            return await self._in_engine(live_frame, self.engine)
-        except Exception:
-            logger.exception("live engine: restoring failed too")
-            return {"t": getattr(self.engine, "now", 0.0)}
-
     # ----------------------------------------------------------------- snapshots
-    async def snapshot(self) -> int:
-        """Store the engine as it is now; returns the snapshot id."""
-        blob, t_sim = await engine_blob(self.engine, in_engine=self._in_engine,
+    async def snapshot(self) -> int | None:
+        """Store the engine as it is now; returns the snapshot id (``None``: not taken,
+        because commands applied since the last step have not yet survived one)."""
+        if self._unproven:
+            return None
+        at = {}
+
+        async def in_engine_marked(fn, *args):
+            def run():  # the log position, read in the engine's thread at the same instant
+                at["log_seq"] = self._log_seq
+                return fn(*args)
+            return await self._in_engine(run)
+
+        blob, t_sim = await engine_blob(self.engine, in_engine=in_engine_marked,
                                         in_child=self.snapshot_in_child)
-        self._snapshot_blob = blob
+        self._snapshot_blob, self._snapshot_log_seq = blob, at["log_seq"]
         self._last_snapshot_wall = self.clock()
         return await database_sync_to_async(services.engine_snapshot_save)(
             data=blob, t_sim=t_sim, preset=self.preset, seed=self.seed,
-            inventory=self.inventory)
+            inventory=self.inventory, log_seq=at["log_seq"])
 
     async def _snapshot_safely(self) -> int | None:
         try:
@@ -399,7 +362,7 @@ class EngineDriver:
     async def _receive_loop(self) -> None:
         while True:
             try:
-                self._inbox.append(await self.layer.receive(self._channel))
+                self._inbox.append(await broadcast.command_receive(self.layer, self._channel))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -425,63 +388,18 @@ class EngineDriver:
             self.paused = cmd.name == "pause"
         elif cmd.name in INVENTORY_COMMANDS:
             try:
-                await self._in_engine(self.engine.command, cmd.name, **cmd.params)
+                await self._apply_logged(cmd.name, cmd.params)
             except ValueError as exc:
                 logger.warning("live engine: %s refused: %s", cmd.name, exc)
+            except Exception as exc:  # it broke half-way: roll back to before it, run on
+                await self._engine_failed(exc)
         elif cmd.name == "drill":
             await self._drill(cmd)
-
-    async def _drill(self, cmd: Command) -> None:
-        if not await database_sync_to_async(services.drill_claim)(drill_id=cmd.drill_id):
-            logger.warning("live engine: drill %s is not pending; ignored", cmd.drill_id)
-            return
-        applied, outcome = True, {}
-        try:
-            outcome = json_safe(await self._in_engine(self.engine.command, "drill",
-                                                      **cmd.params))
-        except ValueError as exc:
-            applied, outcome = False, {"error": str(exc)}
-        except Exception as exc:
-            applied, outcome = False, {"error": f"the engine failed: {exc}"}
-            await self._engine_failed(exc)
-        await database_sync_to_async(services.drill_outcome_record)(
-            drill_id=cmd.drill_id, applied=applied, outcome=outcome,
-            t_sim=float(self.engine.now))
 
     async def _in_engine(self, fn, *args, **kwargs):
         """Run ``fn`` in the engine's own thread (one at a time: the engine is not shared)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
-
-
-def _inventory_read(cluster_id: int | None = None) -> Inventory | None:
-    """The selected cluster (or ``cluster_id``) read through the one adapter; ``None`` when
-    the database holds no cluster or it cannot run (logged), so the preset (or the running
-    plan) stays."""
-    if cluster_id is None:
-        cluster = selectors.cluster_current()
-    else:
-        cluster = m.Cluster.objects.filter(pk=cluster_id).first()
-    if cluster is None:
-        logger.warning("live engine: no cluster in the inventory; running the preset %s",
-                       app_setting("DEFAULT_PRESET"))
-        return None
-    try:
-        return Inventory(cluster)
-    except ValueError as exc:
-        logger.error("live engine: the inventory of %s cannot run (%s)", cluster.name, exc)
-        return None
-
-
-def _cluster_preset() -> str:
-    cluster = selectors.cluster_current()
-    preset = cluster.preset if cluster is not None else ""
-    if preset in PRESETS:
-        return preset
-    if preset:
-        logger.warning("cluster preset %r has no scenario; the live engine runs %s", preset,
-                       app_setting("DEFAULT_PRESET"))
-    return app_setting("DEFAULT_PRESET")
 
 
 # ----------------------------------------------------------------- embedded mode

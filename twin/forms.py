@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from scheduler.control.bounds import DRILL_DURATION, POWER_CAP, STORAGE_SLOWDOWN, SURGE_FACTOR
 from scheduler.control.drills import KINDS
 
 PARAM_FIELDS = ("factor", "fraction", "duration_s")
@@ -26,12 +27,14 @@ class DrillForm(forms.Form):
     target = forms.CharField(max_length=128, required=False, initial="random",
                              help_text=TARGET_HELP)
     factor = forms.FloatField(required=False, help_text=(
-        "Storage slowdown: share of bandwidth left, 0-1 (default 0.5). "
-        "Inference surge: demand multiplier (default 2)."))
+        f"Storage slowdown: share of bandwidth left, {STORAGE_SLOWDOWN.interval()} "
+        f"(default 0.5). Inference surge: demand multiplier, {SURGE_FACTOR.interval()} "
+        "(default 2)."))
     fraction = forms.FloatField(required=False, help_text=(
-        "Power cap: share of the rack power budget, 0-1 (default 0.8)."))
-    duration_s = forms.FloatField(label="Duration (simulated s)", required=False,
-                                  help_text="Storage slowdown, inference surge (default 3600).")
+        f"Power cap: share of the rack power budget, {POWER_CAP.interval()} (default 0.8)."))
+    duration_s = forms.FloatField(label="Duration (simulated s)", required=False, help_text=(
+        f"Storage slowdown, inference surge: {DRILL_DURATION.interval()}, 30 days "
+        "(default 3600)."))
 
     def clean_target(self) -> str:
         return self.cleaned_data["target"].strip() or "random"

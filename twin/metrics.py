@@ -13,7 +13,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 GPU_STATES = ("allocated", "idle", "spare", "down")
 JOB_STATES = ("queued", "running", "recovering", "in_cloud", "done")
-HEALTH_STATES = ("starting", "ok", "error", "stopped")
+HEALTH_STATES = ("starting", "ok", "error", "stopped", "down")
 
 
 def _escape(value: str) -> str:

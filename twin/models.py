@@ -133,6 +133,17 @@ class AcceleratorModel(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        # Node.clean() holds every node to per_node: lowering it below what nodes hold would
+        # make each later edit of those nodes (and of their racks) fail.
+        if self.pk is None or not self.per_node:
+            return
+        over = self.nodes.filter(accelerator_count__gt=self.per_node).count()
+        if over:
+            raise ValidationError({"per_node": (
+                f"{over} {self.name} node{'s' if over != 1 else ''} hold more than "
+                f"{self.per_node} accelerators: lower their accelerator count first")})
+
 
 class NodeStatus(models.TextChoices):
     READY = "ready", "ready"
@@ -367,6 +378,9 @@ class EngineSnapshot(models.Model):
     seed = models.PositiveIntegerField()
     inventory = models.CharField(max_length=32, blank=True,
                                  help_text="Fingerprint of the inventory the engine ran")
+    log_seq = models.BigIntegerField(
+        default=0, help_text="Id of the last EngineCommand applied before this snapshot: "
+                             "after a crash, the ones after it are replayed")
     data = models.BinaryField()
 
     class Meta:
@@ -375,6 +389,33 @@ class EngineSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.preset} at t={self.t_sim:.0f} s"
+
+
+class EngineCommand(models.Model):
+    """The durable log of what changed the live engine's state: every inventory command and
+    drill, written before it is applied, with the simulated time it was applied at.  After a
+    crash the engine restores its last snapshot and replays the applied ones after it."""
+
+    class Status(models.TextChoices):
+        APPLYING = "applying", "applying"
+        APPLIED = "applied", "applied"
+        REFUSED = "refused", "refused"
+
+    run = models.CharField(max_length=96, db_index=True,
+                           help_text="The engine run (lineage) it was applied in")
+    name = models.CharField(max_length=32)
+    params = models.JSONField(default=dict, blank=True)
+    drill = models.ForeignKey(Drill, on_delete=models.SET_NULL, null=True, blank=True)
+    t_sim = models.FloatField("applied at (simulated s)")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.APPLYING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} at t={self.t_sim:.0f} s ({self.status})"
 
 
 class EngineHealth(models.TextChoices):

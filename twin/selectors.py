@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db.models import Count, Sum
+from django.utils import timezone
 
 from scheduler.control.storage_status import DOWN_LEFT
 from twin import models as m
@@ -15,12 +16,32 @@ from twin.inventory import EngineIds
 
 
 def cluster_current() -> m.Cluster | None:
-    """The cluster the twin shows and runs: ``CLUSTERTWIN_CLUSTER`` if set (``None`` if no
-    cluster has that name), else the most recently built one."""
+    """The cluster the twin shows and runs, chosen explicitly, never switched silently:
+    ``CLUSTERTWIN_CLUSTER`` if set (``None`` if no cluster has that name); else the only
+    cluster; else, among several, the one the live engine runs (its run is filed under
+    ``<inventory>:<cluster id>``); else ``None`` (see :func:`cluster_choice_problem`)."""
     name = app_setting("CLUSTER")
     if name:
         return m.Cluster.objects.filter(name=name).first()
-    return m.Cluster.objects.order_by("-created_at", "-id").first()
+    first_two = list(m.Cluster.objects.order_by("id")[:2])
+    if len(first_two) <= 1:
+        return first_two[0] if first_two else None
+    run = (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
+           .values_list("inventory", flat=True).first() or "")
+    tail = run.rpartition(":")[2]
+    return m.Cluster.objects.filter(pk=int(tail)).first() if tail.isdigit() else None
+
+
+def cluster_choice_problem() -> str | None:
+    """Why no cluster is selected although some exist (``None`` when one is, or none exist)."""
+    name = app_setting("CLUSTER")
+    if name and not m.Cluster.objects.filter(name=name).exists():
+        return f"CLUSTERTWIN_CLUSTER={name!r} names no cluster in the inventory"
+    if not name and cluster_current() is None and m.Cluster.objects.exists():
+        names = ", ".join(m.Cluster.objects.order_by("name").values_list("name", flat=True)[:10])
+        return (f"the inventory holds several clusters ({names}): set CLUSTERTWIN_CLUSTER to "
+                "the one the twin runs")
+    return None
 
 
 def inventory_summary(*, cluster: m.Cluster) -> dict:
@@ -34,6 +55,12 @@ def inventory_summary(*, cluster: m.Cluster) -> dict:
                     .annotate(n=Count("id")).order_by())
     links = dict(m.Link.objects.filter(cluster=cluster).values_list("status")
                  .annotate(n=Count("id")).order_by())
+    switch_status = dict(m.Switch.objects.filter(cluster=cluster).values_list("status")
+                         .annotate(n=Count("id")).order_by())
+    feeds = dict(m.PowerFeed.objects.filter(hall__site__cluster=cluster).values_list("status")
+                 .annotate(n=Count("id")).order_by())
+    loops = dict(m.CoolingLoop.objects.filter(hall__site__cluster=cluster)
+                 .values_list("status").annotate(n=Count("id")).order_by())
     failed_gpus = m.Accelerator.objects.filter(
         node__rack__hall__site__cluster=cluster, status=m.AcceleratorStatus.FAILED).count()
     return {
@@ -46,6 +73,9 @@ def inventory_summary(*, cluster: m.Cluster) -> dict:
         "racks": m.Rack.objects.filter(hall__site__cluster=cluster).count(),
         "switches": {t: switches.get(t, 0) for t in m.SwitchTier.values},
         "links": links,
+        "switches_by_status": switch_status,
+        "power_feeds": feeds,
+        "cooling_loops": loops,
         "storage": list(m.StorageSystem.objects.filter(cluster=cluster).order_by("tier")),
         "cloud_pools": list(m.CloudPool.objects.filter(cluster=cluster)
                             .select_related("accelerator_model")),
@@ -54,8 +84,26 @@ def inventory_summary(*, cluster: m.Cluster) -> dict:
 
 
 def live_state_get() -> m.LiveState | None:
-    """The live engine's latest frame and status (None before the engine first ran)."""
-    return m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).first()
+    """The live engine's latest frame and status (None before the engine first ran).
+
+    A running engine writes this row every frame: its health is a heartbeat.  When the row
+    says the engine runs but is older than ``HEARTBEAT_S``, the engine is dead (killed, hung):
+    the row read here says ``down`` (frame included), whatever it last claimed.
+    """
+    live = m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).first()
+    if live is not None and live_heartbeat_lost(live.health, live.updated_at):
+        age = (timezone.now() - live.updated_at).total_seconds()
+        live.health = "down"
+        live.last_error = f"no heartbeat from the live engine for {age:.0f} s"
+        if isinstance(live.frame, dict) and live.frame:
+            live.frame = {**live.frame, "health": "down"}
+    return live
+
+
+def live_heartbeat_lost(health: str, updated_at) -> bool:
+    """Whether a live state that says ``health`` is too old to be believed."""
+    return (health in ("starting", "ok", "error") and updated_at is not None
+            and (timezone.now() - updated_at).total_seconds() > app_setting("HEARTBEAT_S"))
 
 
 def live_state_version() -> tuple | None:

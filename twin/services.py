@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from scheduler.control.bounds import drill_params
 from scheduler.control.drills import KINDS
 from scheduler.control.params import fraction
 from scheduler.live import in_ranges
@@ -236,13 +237,19 @@ DEMO_ACCOUNTS = (
 
 
 @transaction.atomic
-def demo_accounts_seed(*, password: str) -> list[str]:
-    """Create or reset the demo accounts; idempotent."""
+def demo_accounts_seed(*, password: str, reset_passwords: bool = False) -> list[str]:
+    """Create the missing demo accounts with ``password``; returns the usernames created.
+
+    An existing account is left alone (its password, its roles) unless ``reset_passwords``:
+    an operator who changed a demo password keeps it across ``make run``.
+    """
     users = get_user_model()
     drill = Permission.objects.get(codename="run_drill", content_type__app_label="twin")
     created = []
     for username, _ in DEMO_ACCOUNTS:
         user, new = users.objects.get_or_create(username=username)
+        if not (new or reset_passwords):
+            continue
         user.is_superuser = username == "admin"
         user.is_staff = username in ("admin", "staff")
         user.set_password(password)
@@ -255,13 +262,6 @@ def demo_accounts_seed(*, password: str) -> list[str]:
 
 
 # ----------------------------------------------------------------- drills and the live engine
-DRILL_PARAMS: dict[str, dict[str, float | None]] = {
-    "storage_slowdown": {"factor": 1.0, "duration_s": None},
-    "inference_surge": {"factor": None, "duration_s": None},
-    "power_cap": {"fraction": 1.0},
-}
-"""Parameters each drill kind takes, with an upper bound (None: any positive number)."""
-
 DRILL_TARGET_ALL = frozenset({"inference_surge", "power_cap"})
 DRILL_TARGET_NAMED = frozenset({"supply_cut", "cloud_region_loss", "inference_surge"})
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,127}$")
@@ -317,9 +317,10 @@ def _drill_target(kind: str, target) -> int | str:
 def drill_validate(*, kind, target, params) -> tuple[int | str, dict]:
     """Check a drill request; returns the normalised target and parameters.
 
-    Raises ``ValidationError`` with a message for the person who asked. Targets that name
-    something (an id out of range, an unknown pool) are checked by the engine, which refuses
-    the drill with its own message.
+    Raises ``ValidationError`` with a message for the person who asked. Parameters are held
+    to the core's documented bounds (``scheduler.control.bounds.DRILL_PARAMS``, the ones the
+    engine checks again). Targets that name something (an id out of range, an unknown pool)
+    are checked by the engine, which refuses the drill with its own message.
     """
     if kind not in KINDS:
         raise ValidationError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
@@ -327,12 +328,10 @@ def drill_validate(*, kind, target, params) -> tuple[int | str, dict]:
         params = {}
     if not isinstance(params, dict):
         raise ValidationError("drill parameters must be an object of name: number")
-    allowed = DRILL_PARAMS.get(kind, {})
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        takes = ", ".join(allowed) or "no parameters"
-        raise ValidationError(f"a {kind} drill takes {takes}; not {', '.join(unknown)}")
-    clean = {name: _positive_number(name, value, allowed[name]) for name, value in params.items()}
+    try:
+        clean = drill_params(kind, params)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
     return _drill_target(kind, target), clean
 
 
@@ -342,7 +341,7 @@ def drill_request(*, user, kind: str, target="random", params: dict | None = Non
     Raises ``PermissionDenied`` without ``twin.run_drill`` and ``ValidationError`` for a bad
     kind, target or parameter; nothing is created then.
     """
-    _require_drill_permission(user)
+    _require_drill_permission(user, staff=True)  # the page's rule, for every way in
     target, params = drill_validate(kind=kind, target=target, params=params)
     drill = m.Drill.objects.create(kind=kind, target=str(target), params=params,
                                    requested_by=user, status=m.DrillStatus.PENDING)
@@ -354,11 +353,9 @@ def _drill_dispatch(drill: m.Drill, target) -> None:
     try:
         command_send("drill", drill_id=drill.pk, kind=drill.kind, target=target,
                      params=drill.params)
-    except Exception as exc:  # the channel layer is down: say so on the drill's row
-        logger.exception("could not send drill %s to the engine", drill.pk)
-        drill.status = m.DrillStatus.REFUSED
-        drill.outcome = {"error": f"the live engine could not be reached: {exc}"}
-        m.Drill.objects.filter(pk=drill.pk).update(status=drill.status, outcome=drill.outcome)
+    except Exception:  # the channel layer is down: the engine reads pending drills itself
+        logger.warning("could not send drill %s to the engine now; it stays pending and the "
+                       "engine picks it up from the database", drill.pk, exc_info=True)
 
 
 def drill_claim(*, drill_id: int) -> bool:
@@ -413,11 +410,12 @@ def live_state_health_set(*, health: str, last_error: str | None = None) -> None
 
 
 def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
-                         inventory: str = "", keep: int = 3) -> int:
-    """Store a pickled engine; only the newest ``keep`` snapshots are kept."""
+                         inventory: str = "", log_seq: int = 0, keep: int = 3) -> int:
+    """Store a pickled engine (``log_seq``: the last logged command in it); only the newest
+    ``keep`` snapshots are kept."""
     with transaction.atomic():
         snap = m.EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed,
-                                               inventory=inventory)
+                                               inventory=inventory, log_seq=log_seq)
         old = list(m.EngineSnapshot.objects.order_by("-id")
                    .values_list("id", flat=True)[keep:])
         if old:

@@ -2,12 +2,18 @@
 
 Unset variables give the embedded default: SQLite and the in-memory channel layer.
 ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (channels-redis) are the scale-out path.
+
+With ``DEBUG`` off the defaults are production ones: a ``SECRET_KEY`` of your own is required,
+cookies are HTTPS-only and HTTP is redirected to HTTPS. ``CLUSTERTWIN_INSECURE_DEMO=1``
+(``make run``, the tests) declares a local demo over plain HTTP instead.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from twin.env import env_bool, env_float, env_list, env_str
@@ -15,13 +21,17 @@ from twin.env import env_bool, env_float, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY")
-if SECRET_KEY is None:
-    if not DEBUG and env_bool("CLUSTERTWIN_REQUIRE_SECRET_KEY", False):
-        raise ImproperlyConfigured("SECRET_KEY must be set in the environment")
-    # A fixed development key keeps sessions valid across restarts of `make run`; production
-    # deployments set SECRET_KEY (and CLUSTERTWIN_REQUIRE_SECRET_KEY=1 to enforce it).
-    SECRET_KEY = "clustertwin-insecure-development-key-set-SECRET_KEY-in-production"
+# The published demo: the development key, demo passwords, plain HTTP on 127.0.0.1.
+CLUSTERTWIN_INSECURE_DEMO = env_bool("CLUSTERTWIN_INSECURE_DEMO", False)
+DEVELOPMENT_SECRET_KEY = "clustertwin-insecure-development-key-set-SECRET_KEY-in-production"
+SECRET_KEY = env_str("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if SECRET_KEY == DEVELOPMENT_SECRET_KEY and not (DEBUG or CLUSTERTWIN_INSECURE_DEMO):
+    # Everyone has this key: with it anyone can sign cookies (sessions, messages) the server
+    # trusts. A fixed key keeps `make run` sessions valid across restarts, so the demo says so.
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the published development key and DEBUG is off: set SECRET_KEY (e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'), or "
+        "CLUSTERTWIN_INSECURE_DEMO=1 for a local demo over plain HTTP")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
@@ -33,11 +43,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
+    "csp",
     "twin",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -46,6 +59,8 @@ MIDDLEWARE = [
     "twin.middleware.LoginRequiredEverywhere",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # last, as django-axes asks: it turns a locked-out login into its 429 answer
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "twin.urls"
@@ -73,10 +88,15 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the live engine write snapshots while daphne serves reads.
+    # WAL lets the live engine write snapshots while daphne serves reads. IMMEDIATE takes the
+    # write lock at BEGIN, so concurrent writers queue for up to `timeout` seconds (SQLite's
+    # busy_timeout) rather than failing at once with "database is locked" when a read
+    # transaction tries to become a write. One writer at a time is SQLite's limit: past it,
+    # move to PostgreSQL (docs/live.md).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
+        "timeout": env_float("CLUSTERTWIN_SQLITE_TIMEOUT_S", 20.0, minimum=0.0),
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -93,6 +113,11 @@ else:
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: it refuses a locked-out username+address before a password is checked
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -116,6 +141,58 @@ CSRF_COOKIE_SAMESITE = "Lax"
 CSRF_FAILURE_VIEW = "twin.views.csrf_failure"
 X_FRAME_OPTIONS = "DENY"
 
+# HTTPS: on by default unless DEBUG or the demo flag says this is plain HTTP on a desk.
+# Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https
+# (the proxy must overwrite that header), or the redirect loops.
+_HTTPS = not (DEBUG or CLUSTERTWIN_INSECURE_DEMO)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _HTTPS)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", _HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", _HTTPS)
+# An hour to start with: raise it (31536000) once HTTPS is known to work, as browsers then
+# refuse plain HTTP to this host for that long.
+SECURE_HSTS_SECONDS = int(env_float("SECURE_HSTS_SECONDS", 3600 if _HTTPS else 0, minimum=0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+_PROXY_SSL_HEADER = env_list("SECURE_PROXY_SSL_HEADER", [])
+if _PROXY_SSL_HEADER:
+    if len(_PROXY_SSL_HEADER) != 2:
+        raise ImproperlyConfigured("SECURE_PROXY_SSL_HEADER: give a header and a value, e.g. "
+                                   "HTTP_X_FORWARDED_PROTO,https")
+    SECURE_PROXY_SSL_HEADER = tuple(_PROXY_SSL_HEADER)
+
+# Content-Security-Policy (django-csp): scripts only from our own static files, no inline
+# script, no eval (Plotly's SVG and canvas traces need neither). Styles allow 'unsafe-inline':
+# Plotly writes style attributes on its SVG and injects a <style> for its modebar and hover
+# labels. Heatmaps are drawn to a canvas and shown as a data: image. The WebSocket is
+# same-origin ('self' covers ws:/wss: to this host in current browsers).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "report-uri": env_list("CSP_REPORT_URI", []) or None,
+    },
+}
+
+# Login throttling (django-axes), for the site's and the admin's login alike: after
+# AXES_FAILURE_LIMIT wrong passwords for one username from one address, that pair is locked
+# out (429) for AXES_COOLOFF_MINUTES (0: until `manage.py axes_reset` or the admin's "access
+# attempts" page clears it). Axes reads REMOTE_ADDR: behind a proxy every client shares the
+# proxy's address, so the lockout is then per username.
+AXES_FAILURE_LIMIT = int(env_float("AXES_FAILURE_LIMIT", 5, minimum=1))
+_COOLOFF_MINUTES = env_float("AXES_COOLOFF_MINUTES", 15, minimum=0)
+AXES_COOLOFF_TIME = timedelta(minutes=_COOLOFF_MINUTES) if _COOLOFF_MINUTES else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # no banner on every manage.py command; lockouts are still logged
+
 # App knobs, read through twin.conf.app_setting().
 CLUSTERTWIN = {
     "DEMO_PASSWORD": env_str("CLUSTERTWIN_DEMO_PASSWORD", "clustertwin"),
@@ -129,6 +206,8 @@ CLUSTERTWIN = {
     "SPEEDUP": env_float("CLUSTERTWIN_SPEEDUP", 60.0, minimum=0.0),  # simulated s per wall s
     "FRAME_INTERVAL_S": env_float("CLUSTERTWIN_FRAME_INTERVAL_S", 1.0, minimum=0.05),
     "SNAPSHOT_INTERVAL_S": env_float("CLUSTERTWIN_SNAPSHOT_INTERVAL_S", 60.0, minimum=1.0),
+    # a live state older than this (wall s) while it says the engine runs reads as "down"
+    "HEARTBEAT_S": env_float("CLUSTERTWIN_HEARTBEAT_S", 10.0, minimum=1.0),
     # wall seconds between the live engine's looks at the inventory's revision (re-plans)
     "INVENTORY_POLL_S": env_float("CLUSTERTWIN_INVENTORY_POLL_S", 2.0, minimum=0.1),
     "SEED": int(env_float("CLUSTERTWIN_SEED", 0, minimum=0)),
@@ -144,3 +223,34 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
+
+# --- WebSocket and Redis hardening (issue 13) ---
+# Redis: REDIS_URL may carry a password and TLS, e.g. rediss://:PASSWORD@redis.example:6380/0
+# (rediss:// checks the server's certificate against the system CAs, or against
+# ?ssl_ca_certs=/path/ca.pem; rediss://USER:PASSWORD@... with Redis ACLs). Redis pub/sub ignores
+# the database number, so this instance's channel names carry a prefix of its own: by default a
+# digest of its database plus the Redis database number (CLUSTERTWIN_CHANNEL_PREFIX overrides;
+# every process of one instance must agree). Frames and commands that cross Redis are signed
+# with a key derived from SECRET_KEY: every process of an instance shares SECRET_KEY, and the
+# clocks of web and engine hosts agree within COMMAND_MAX_AGE_S.
+# Dashboard sockets (twin.consumers; close codes 4401 4403 4408 4429): sessions re-checked every
+# WS_RECHECK_S wall s; WS_MESSAGES_PER_S sustained and WS_MESSAGE_BURST at once from a client;
+# WS_MAX_QUEUED_BYTES written while a client's send buffer is full, or WS_STALLED_FRAMES frames
+# in a row that find it full, close a client that does not read; a frame more than
+# WS_MAX_SEQ_JUMP ahead of the last one sent is not trusted.
+from twin.broadcast import channel_prefix_default  # noqa: E402
+
+CLUSTERTWIN.update({
+    "CHANNEL_PREFIX": (env_str("CLUSTERTWIN_CHANNEL_PREFIX")
+                       or channel_prefix_default(DATABASES["default"], REDIS_URL)),
+    "COMMAND_MAX_AGE_S": env_float("CLUSTERTWIN_COMMAND_MAX_AGE_S", 60.0, minimum=1.0),
+    "WS_RECHECK_S": env_float("CLUSTERTWIN_WS_RECHECK_S", 10.0, minimum=0.01),
+    "WS_MESSAGES_PER_S": env_float("CLUSTERTWIN_WS_MESSAGES_PER_S", 5.0, minimum=0.01),
+    "WS_MESSAGE_BURST": int(env_float("CLUSTERTWIN_WS_MESSAGE_BURST", 20, minimum=1)),
+    "WS_MAX_QUEUED_BYTES": int(env_float("CLUSTERTWIN_WS_MAX_QUEUED_BYTES", 1_048_576,
+                                         minimum=65_536)),
+    "WS_STALLED_FRAMES": int(env_float("CLUSTERTWIN_WS_STALLED_FRAMES", 30, minimum=1)),
+    "WS_MAX_SEQ_JUMP": int(env_float("CLUSTERTWIN_WS_MAX_SEQ_JUMP", 10_000, minimum=1)),
+})
+if REDIS_URL:
+    CHANNEL_LAYERS["default"].setdefault("CONFIG", {})["prefix"] = CLUSTERTWIN["CHANNEL_PREFIX"]

@@ -17,6 +17,35 @@ import tempfile
 import zlib
 from pathlib import Path
 
+TEMP_PREFIX = "clustertwin-snapshot-"
+"""Temporary snapshot files are named ``TEMP_PREFIX<pid of the engine process>-<random>``."""
+
+
+def snapshot_leftovers_remove(directory: str | None = None) -> list[str]:
+    """Delete temporary snapshot files whose engine process is gone (killed mid-snapshot);
+    returns their names.  Files of a live process (another instance) are left alone."""
+    removed = []
+    for path in Path(directory or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
+        pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            path.unlink()
+            removed.append(path.name)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
 
 def engine_pickle(engine) -> bytes:
     return zlib.compress(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), 1)
@@ -40,7 +69,12 @@ def _pickle_forked(engine, path: str) -> tuple[int, float]:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, signal.SIG_DFL)
             os.nice(10)  # the web server and the engine come first
-            with open(path, "wb") as out:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            # let go of the inherited sockets (listening, clients): a connection the server
+            # drops must not stay open in this child until it exits
+            os.closerange(3, fd)
+            os.closerange(fd + 1, 1 << 16)
+            with open(fd, "wb") as out:
                 out.write(engine_pickle(engine))
             code = 0
         finally:
@@ -56,7 +90,7 @@ async def engine_blob(engine, *, in_engine, in_child: bool) -> tuple[bytes, floa
     """
     if not in_child:
         return await in_engine(engine_pickle, engine), float(engine.now)
-    fd, path = tempfile.mkstemp(prefix="clustertwin-snapshot-")
+    fd, path = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
     os.close(fd)
     try:
         pid, t_sim = await in_engine(_pickle_forked, engine, path)

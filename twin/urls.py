@@ -1,8 +1,25 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, register_converter
 
 from twin import views
+
+
+class EngineIdConverter:
+    """A core id in a URL: at most 18 digits, so it fits SQLite's and PostgreSQL's 64-bit
+    integers (a longer one is a 404, not an overflow)."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(EngineIdConverter, "engine_id")
+handler404 = "twin.views.not_found"
 
 admin.site.site_header = "ClusterTwin inventory"
 admin.site.site_title = "ClusterTwin"
@@ -19,8 +36,8 @@ urlpatterns = [
     path("api/jobs", views.api_jobs, name="api-jobs"),
     path("api/events", views.api_events, name="api-events"),
     path("api/drills", views.api_drills, name="api-drills"),
-    path("api/racks/<int:index>", views.api_rack, name="api-rack"),
-    path("api/nodes/<int:index>", views.api_node, name="api-node"),
+    path("api/racks/<engine_id:index>", views.api_rack, name="api-rack"),
+    path("api/nodes/<engine_id:index>", views.api_node, name="api-node"),
     path("api/jobs/<str:name>", views.api_job, name="api-job"),
     path("metrics", views.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),

@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views import csrf
+from django.views import csrf, defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from scheduler.live import in_ranges
@@ -24,12 +24,15 @@ from twin.metrics import CONTENT_TYPE, metrics_text
 
 DRILLS_LIMIT = 50
 DRILLS_LIMIT_MAX = 200
+PAGE_MAX = 10**9
+"""More pages than any event log holds; beyond it the SQL OFFSET would overflow 64 bits."""
 NO_FRAME = "the live engine has not published a frame yet"
+DRILLS_DENIED = "drills are for staff with the twin.run_drill permission"
 
 
 def can_run_drills(user) -> bool:
-    """Drills page, its nav link and the engine's speed and pause controls: staff with the
-    ``twin.run_drill`` permission."""
+    """The one rule for drills: the page, its nav link, ``POST /api/drills`` and the engine's
+    speed and pause controls are for staff with the ``twin.run_drill`` permission."""
     return user.is_staff and user.has_perm("twin.run_drill")
 
 
@@ -70,7 +73,7 @@ def events(request):
     live = selectors.live_state_get()
     filters = {k: request.GET.get(k, "").strip()[:200] for k in ("kind", "component", "job")}
     try:
-        page = max(1, int(request.GET.get("page", 1)))
+        page = min(max(1, int(request.GET.get("page", 1))), PAGE_MAX)
     except ValueError:
         page = 1
     data = (selectors.engine_events_page(inventory=live.inventory, page=page, per_page=100,
@@ -84,7 +87,7 @@ def events(request):
 @require_http_methods(["GET", "POST"])
 def drills(request):
     if not can_run_drills(request.user):
-        raise PermissionDenied("drills are for staff with the twin.run_drill permission")
+        raise PermissionDenied(DRILLS_DENIED)
     if request.method == "POST":
         form = DrillForm(request.POST)
         if form.is_valid():
@@ -171,18 +174,22 @@ def api_events(request):
         per_page = int(request.GET.get("per_page", 100))
     except ValueError:
         return _error("page and per_page must be integers", 400)
-    if page < 1 or not 1 <= per_page <= selectors.EVENTS_PER_PAGE_MAX:
-        return _error(f"page must be >= 1 and per_page between 1 and "
+    if not 1 <= page <= PAGE_MAX or not 1 <= per_page <= selectors.EVENTS_PER_PAGE_MAX:
+        return _error(f"page must be between 1 and {PAGE_MAX} and per_page between 1 and "
                       f"{selectors.EVENTS_PER_PAGE_MAX}", 400)
     filters = {k: request.GET.get(k, "")[:200] for k in ("kind", "component", "job")}
     return JsonResponse({**_live_head(live), **selectors.engine_events_page(
         inventory=live.inventory, page=page, per_page=per_page, **filters)})
 
 
-def drill_json(drill) -> dict:
+def drill_json(drill, *, viewer) -> dict:
+    """A drill as the API shows it to ``viewer``: everyone sees what was injected and its
+    effect; who asked is shown to staff, and to the requester, only (None otherwise)."""
+    named = drill.requested_by is not None and (viewer.is_staff
+                                                or drill.requested_by_id == viewer.pk)
     return {"id": drill.pk, "kind": drill.kind, "target": drill.target, "params": drill.params,
             "status": drill.status,
-            "requested_by": drill.requested_by.username if drill.requested_by else None,
+            "requested_by": drill.requested_by.username if named else None,
             "requested_at": drill.requested_at.isoformat(),
             "applied_at_sim": drill.applied_at_sim, "outcome": drill.outcome}
 
@@ -198,11 +205,17 @@ def api_drills(request):
         return _error("limit must be an integer", 400)
     if not 1 <= limit <= DRILLS_LIMIT_MAX:
         return _error(f"limit must be between 1 and {DRILLS_LIMIT_MAX}", 400)
-    return JsonResponse({"drills": [drill_json(d) for d in selectors.drills_recent(limit)]})
+    return JsonResponse({"drills": [drill_json(d, viewer=request.user)
+                                    for d in selectors.drills_recent(limit)]})
 
 
 def _api_drill_request(request):
-    """Body: ``{"kind": ..., "target": ..., <parameter>: <number>, ...}``."""
+    """Body (``application/json``): ``{"kind": ..., "target": ..., <parameter>: <number>}``."""
+    if not can_run_drills(request.user):
+        return _error(DRILLS_DENIED, 403)
+    if request.content_type != "application/json":
+        return _error(f"send the drill as application/json, not "
+                      f"{request.content_type or 'no Content-Type'}", 415)
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
@@ -297,6 +310,14 @@ def metrics(request):
     or through a proxy that adds one."""
     text = metrics_text(live=selectors.live_state_get(), stream=consumers.stream_metrics())
     return HttpResponse(text, content_type=CONTENT_TYPE)
+
+
+def not_found(request, exception=None):
+    """``handler404``: JSON for the API (an id too large for the URL lands here too), Django's
+    page elsewhere."""
+    if request.path.startswith("/api/"):
+        return _error(f"{request.path} does not exist", 404)
+    return defaults.page_not_found(request, exception)
 
 
 def csrf_failure(request, reason=""):

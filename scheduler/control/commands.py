@@ -1,7 +1,9 @@
 """Commands the engine accepts while it runs (what-if changes and operator actions).
 
 Each command validates its parameters before it changes anything and returns a JSON-safe
-result; a bad parameter raises ``ValueError`` with a message meant for the person who sent it.
+result; a bad parameter, or a number outside its documented bound
+(:mod:`scheduler.control.bounds`), raises ``ValueError`` with a message meant for the person
+who sent it.
 Commands act through the components' public methods: ``engine`` here is only the assembly that
 names them (``jobs``, ``scheduler``, ``reliability``, ``fleet``, ``state``, ``kernel``).
 """
@@ -12,8 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from scheduler.control.bounds import DRILL_DURATION, SURGE_FACTOR, job_check
 from scheduler.control.drills import run_drill
-from scheduler.control.params import positive, unit_id
+from scheduler.control.params import unit_id
 from scheduler.control.storage_status import storage_degraded, storage_down, storage_up
 from scheduler.model.job_run import REJECTED
 from scheduler.reliability.failures import FailureMode
@@ -27,6 +30,12 @@ GPU_FAILED = FailureMode("operator_marked_gpu_failed", "gpu", 0.0, 0.0, 0.0,
                          source="inventory edit")
 NIC_LINK_DOWN = FailureMode("operator_marked_nic_link_down", "endpoint_link", 0.0, 0.0, 0.0,
                             source="inventory edit")
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be true or false, not {value!r}")
+    return bool(value)
 
 
 def _node(engine, node) -> int:
@@ -62,8 +71,10 @@ def node_down(engine, *, node) -> dict:
     """An operator marked the node failed: its jobs are interrupted, it leaves the pool."""
     n = _node(engine, node)
     hit = engine.reliability.node_out(n, OPERATOR_FAILED)
-    engine.kernel.log("inventory", f"node {n} marked failed: {len(hit)} job(s) interrupted")
-    return {"node": n, "up": False, "jobs": [engine.runs[i].spec.name for i in hit]}
+    jobs = [engine.runs[i].spec.name for i in hit]
+    engine.kernel.log("inventory", f"node {n} marked failed: {len(hit)} job(s) interrupted",
+                      component=f"node {n}", jobs=jobs, cause=OPERATOR_FAILED.cause)
+    return {"node": n, "up": False, "jobs": jobs}
 
 
 def node_up(engine, *, node) -> dict:
@@ -71,7 +82,7 @@ def node_up(engine, *, node) -> dict:
     n = _node(engine, node)
     engine.reliability.node_back(n)
     engine.scheduler.wake()
-    engine.kernel.log("inventory", f"node {n} marked repaired")
+    engine.kernel.log("inventory", f"node {n} marked repaired", component=f"node {n}")
     return {"node": n, "up": bool(engine.state.node_up[n])}
 
 
@@ -146,6 +157,7 @@ def gpu_down(engine, *, gpu, nic: bool = False) -> dict:
     """An operator marked an accelerator failed (or, ``nic``, its NIC link down): its node
     leaves the pool and the gangs on it are interrupted."""
     g = unit_id("gpu", gpu, engine.state.n_gpus)
+    nic = _flag("nic", nic)
     n = int(engine.state.gpu_node[g])
     engine.state.set_gpu_up([g], False)
     hit = engine.reliability.node_out(n, NIC_LINK_DOWN if nic else GPU_FAILED)
@@ -158,6 +170,7 @@ def gpu_down(engine, *, gpu, nic: bool = False) -> dict:
 
 def gpu_up(engine, *, gpu, nic: bool = False) -> dict:
     g = unit_id("gpu", gpu, engine.state.n_gpus)
+    nic = _flag("nic", nic)
     n = int(engine.state.gpu_node[g])
     engine.state.set_gpu_up([g], True)
     engine.reliability.node_back(n)
@@ -228,9 +241,10 @@ def set_policy(engine, *, name, placement=None) -> dict:
 
 
 def inference_surge(engine, *, factor, duration_s, service=None) -> dict:
-    """Multiply inference demand by ``factor`` for ``duration_s`` seconds."""
-    f = positive("factor", factor)
-    d = positive("duration_s", duration_s)
+    """Multiply inference demand by ``factor`` (0 < factor <= 100) for ``duration_s`` seconds
+    (at most 30 days), the bounds of :mod:`scheduler.control.bounds`."""
+    f = SURGE_FACTOR.check("factor", factor)
+    d = DRILL_DURATION.check("duration_s", duration_s)
     until = engine.now + d
     names = engine.fleet.surge(f, until, service)
     return {"services": names, "factor": f, "until": until}
@@ -240,6 +254,7 @@ def submit_job(engine, *, job) -> dict:
     """Submit a training job now (or at its own later submit time)."""
     if not isinstance(job, TrainingJob):
         raise ValueError("submit_job needs a TrainingJob")
+    job_check(job)
     job = replace(job, job_id=len(engine.runs), submit_s=max(engine.now, job.submit_s))
     run = engine.jobs.submit(job)
     return {"job_id": job.job_id, "accepted": run.state != REJECTED}

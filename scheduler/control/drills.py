@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.control.params import positive, unit_id
+from scheduler.control.bounds import drill_params
+from scheduler.control.params import unit_id
 from scheduler.reliability.failures import FailureMode
 
 # drills use the detection delays of the matching failure causes; repair times are the
@@ -48,26 +49,26 @@ def _target(engine, kind: str, component: str, target, rng: np.random.Generator)
 def run_drill(engine, kind: str, target="random", **params) -> dict:
     """Inject a drill now; returns ``{"kind", "target", "jobs", "gpus", ...}``.
 
-    Raises ``ValueError`` (nothing changed) for an unknown kind, target or parameter.
+    Raises ``ValueError`` (nothing changed) for an unknown kind, target or parameter, or a
+    parameter outside its bound (:data:`~scheduler.control.bounds.DRILL_PARAMS`).
     """
+    if kind not in KINDS:
+        raise ValueError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
+    params = drill_params(kind, params, defaults=True)
     rng = engine.kernel.rng("drills")
     rel = engine.reliability
     if kind in _DRILL_MODES:
-        if params:
-            raise ValueError(f"a {kind} drill takes no parameters besides target")
         mode = _DRILL_MODES[kind]
         unit = _target(engine, kind, mode.component, target, rng)
         hit = rel.inject(mode, unit, rng=rng)
         result = {**hit, "kind": kind, "target": unit}
     elif kind == "storage_slowdown":
-        factor = positive("factor", params.get("factor", 0.5), 1.0)
-        duration = positive("duration_s", params.get("duration_s", 3600.0))
+        factor, duration = params["factor"], params["duration_s"]
         rel.slow_storage(STORAGE_MODE, factor, duration)
         result = {"kind": kind, "target": "central", "factor": factor, "duration_s": duration,
                   "jobs": [], "gpus": 0}
     elif kind == "inference_surge":
-        factor = positive("factor", params.get("factor", 2.0))
-        until = engine.now + positive("duration_s", params.get("duration_s", 3600.0))
+        factor, until = params["factor"], engine.now + params["duration_s"]
         names = engine.fleet.surge(factor, until,
                                    None if target in (None, "random", "all") else target)
         result = {"kind": kind, "target": names, "jobs": [], "gpus": 0, "services": names,
@@ -95,10 +96,10 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
         jobs = engine.burst.region_loss(pools.index(target))
         result = {"kind": kind, "target": target, "jobs": jobs,
                   "gpus": sum(engine.runs[i].gpus for i in jobs)}
-    elif kind == "power_cap":
+    else:  # power_cap, the last of KINDS
         if engine.physics is None:
             raise ValueError("a power-cap drill needs the power model (simulate --physics on)")
-        fraction = positive("fraction", params.get("fraction", 0.8), 1.0)
+        fraction = params["fraction"]
         power = engine.physics.power
         if target in (None, "random", "all"):
             power.cap_all(fraction)
@@ -112,8 +113,6 @@ def run_drill(engine, kind: str, target="random", **params) -> dict:
         result = {"kind": kind, "target": target, "fraction": fraction,
                   "jobs": [engine.runs[i].spec.name for i in hit],
                   "gpus": sum(engine.runs[i].gpus for i in hit)}
-    else:
-        raise ValueError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")
     engine.kernel.log("drill", f"drill {kind} on {result['target']}: "
                                f"{len(result['jobs'])} job(s), {result['gpus']} GPUs hit",
                       drill=kind, component=f"{kind} {result['target']}",

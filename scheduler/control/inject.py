@@ -1,8 +1,9 @@
 """State set from outside: a real cluster's node, GPU, switch and link status and its jobs.
 
 :func:`inject` is how a mirror (Slurm, DCGM/Prometheus) writes what it observed into a running
-engine.  Everything is checked first; a bad id, status or placement raises one ``ValueError``
-naming it, and nothing changes.  Statuses are *set*, not counted: injecting ``up: False`` for a
+engine.  Everything is checked first; a bad id, status or placement, or a job number outside
+its bound (:mod:`scheduler.control.bounds`), raises one ``ValueError`` naming it, and nothing
+changes.  Statuses are *set*, not counted: injecting ``up: False`` for a
 node that is already down does nothing more.
 
 The twin's state is per node: a GPU marked down takes its node out of service (a gang needs its
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.control.bounds import DONE_FRACTION, job_check
 from scheduler.control.params import unit_id
 from scheduler.model.job_run import REJECTED
 from scheduler.model.state import Placement
@@ -103,6 +105,7 @@ def _jobs(engine, given) -> list[tuple[dict, Placement | None]]:
             raise ValueError(f"each job must be a mapping with a TrainingJob under 'job', "
                              f"not {row!r}")
         job = row["job"]
+        job_check(job)
         if job.name in names:
             raise ValueError(f"job {job.name!r} is already in the twin")
         names.add(job.name)
@@ -110,13 +113,15 @@ def _jobs(engine, given) -> list[tuple[dict, Placement | None]]:
         if state not in JOB_STATES:
             raise ValueError(f"job {job.name!r}: state must be one of {JOB_STATES}, "
                              f"not {state!r}")
-        done = row.get("done_fraction", 0.0)
-        if isinstance(done, bool) or not isinstance(done, int | float) or not 0 <= done < 1:
-            raise ValueError(f"job {job.name!r}: done_fraction must be in [0, 1), not {done!r}")
+        try:
+            done = DONE_FRACTION.check("done_fraction", row.get("done_fraction", 0.0))
+        except ValueError as exc:
+            raise ValueError(f"job {job.name!r}: {exc}") from None
         if state == "queued" and engine.jobs.admission.admit(-1, job).state == REJECTED:
             raise ValueError(f"job {job.name!r}: no accelerator of this cluster can hold "
                              f"{job.gpus} GPUs of {job.requirement.describe()}")
-        out.append((row, _placement(engine, row, free) if state == "running" else None))
+        out.append(({**row, "done_fraction": done},
+                    _placement(engine, row, free) if state == "running" else None))
     return out
 
 
@@ -187,7 +192,7 @@ def inject(engine, *, nodes=None, gpus=None, switches=None, links=None, jobs=Non
         if placement is None:
             run = engine.jobs.enqueue_now(job)
         else:
-            run = engine.jobs.adopt(job, placement, done_fraction=row.get("done_fraction", 0.0))
+            run = engine.jobs.adopt(job, placement, done_fraction=row["done_fraction"])
         changed["jobs"].append({"name": job.name, "idx": run.idx, "state": run.state})
     if any(changed[k] for k in changed):
         engine.kernel.log("inject", "observed: " + ", ".join(

@@ -1,4 +1,7 @@
-"""Checks of command and drill parameters: one clear ``ValueError`` before anything changes."""
+"""Checks of command parameters: one clear ``ValueError`` before anything changes.
+
+Numbers are checked against their documented bounds, :mod:`scheduler.control.bounds`.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +9,12 @@ import math
 
 import numpy as np
 
-
-def positive(name: str, value, upper: float | None = None) -> float:
-    """``value`` as a finite float > 0 (and <= ``upper``).
-
-    >>> positive("factor", 2)
-    2.0
-    >>> positive("factor", 0)
-    Traceback (most recent call last):
-    ...
-    ValueError: factor must be a positive number, not 0
-    """
-    if (isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating)
-            or not math.isfinite(value) or not value > 0):
-        raise ValueError(f"{name} must be a positive number, not {value!r}")
-    if upper is not None and value > upper:
-        raise ValueError(f"{name} must be at most {upper:g}, not {value!r}")
-    return float(value)
+from scheduler.control.bounds import STORAGE_DEGRADED
 
 
 def fraction(name: str, value) -> float:
-    """``value`` as a float strictly between 0 and 1 (a share of something that is left).
+    """``value`` as the share of a storage tier's bandwidth left when degraded: a float
+    strictly between 0 and 1, at least :data:`~scheduler.control.bounds.STORAGE_LEFT_MIN`.
 
     >>> fraction("factor", 0.25)
     0.25
@@ -34,11 +22,15 @@ def fraction(name: str, value) -> float:
     Traceback (most recent call last):
     ...
     ValueError: factor must be a number between 0 and 1 (exclusive), not 1
+    >>> fraction("factor", 1e-9)
+    Traceback (most recent call last):
+    ...
+    ValueError: factor must be at least 0.0001, not 1e-09
     """
     if (isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating)
             or not math.isfinite(value) or not 0 < value < 1):
         raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), not {value!r}")
-    return float(value)
+    return STORAGE_DEGRADED.check(name, value)
 
 
 def unit_id(what: str, value, count: int) -> int:

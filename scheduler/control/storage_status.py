@@ -20,11 +20,12 @@ exact: it serves nothing and its reads fall through to the central tier.
 
 from __future__ import annotations
 
+from scheduler.control.bounds import STORAGE_LEFT_MIN
 from scheduler.control.params import fraction
 from scheduler.hardware.cluster import StorageSpec
 
 TIERS = ("central", "nvme")
-CENTRAL_DOWN_LEFT = 1e-4
+CENTRAL_DOWN_LEFT = STORAGE_LEFT_MIN
 """Share of its bandwidth a central tier marked down keeps (see the module docstring)."""
 DOWN_LEFT = {"central": CENTRAL_DOWN_LEFT, "nvme": 0.0}
 

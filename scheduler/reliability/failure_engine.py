@@ -84,8 +84,18 @@ class FailureEngine:
         # storage tier -> share of its bandwidth an operator left it (absent: all of it)
         self.storage_left: dict[str, float] = {}
         self._next: dict[int, Handle] = {}
+        self._node_watchers: list = []
         ctx.on(Kind.FAIL, self.on_fail)
         ctx.on(Kind.REPAIR, self.on_repair)
+
+    def watch_node_loss(self, watcher) -> None:
+        """``watcher.on_nodes_lost(nodes)`` is called when nodes go down (after training gangs
+        on them were interrupted): what else runs there (inference replicas) dies too."""
+        self._node_watchers.append(watcher)
+
+    def _nodes_lost(self, nodes) -> None:
+        for w in self._node_watchers:
+            w.on_nodes_lost(nodes)
 
     def start(self) -> None:
         if not self.enabled:
@@ -213,6 +223,7 @@ class FailureEngine:
         now = self.ctx.now
         self.down_count[nodes] += 1
         self.state.set_node_flags(nodes, up=False)
+        self._nodes_lost(nodes)
         self._push_repair(mode, -1, repair_s, nodes)
         if not mode.planned and mode.component in ("gpu", "host", "nic"):
             for n in nodes.tolist():
@@ -288,6 +299,7 @@ class FailureEngine:
         # the live twin resumes pickled engines: one pickled before operators could set a
         # storage tier's status has every tier up
         state.setdefault("storage_left", {})
+        state.setdefault("_node_watchers", [])  # (nothing watched node losses then)
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------- slowdowns
@@ -360,6 +372,7 @@ class FailureEngine:
         hit = self.interrupt_nodes(np.array([node]), mode)
         self.down_count[node] += 1
         self.state.set_node_flags([node], up=False)
+        self._nodes_lost([node])
         return hit
 
     def node_back(self, node: int, *, all_causes: bool = False) -> None:

@@ -116,13 +116,22 @@ class InferenceFleet:
         if now >= s.surge_until:
             s.surge, s.surge_until = 1.0, math.inf
         s.load = s.spec.demand.load_at(now) * s.surge
-        target = min(s.spec.max_replicas, max(s.spec.min_replicas, math.ceil(s.load - 1e-9)))
+        target = self._target(s)
         if target > len(s.replicas):
             self._grow(s, target, borrowed=False)
         elif target < len(s.replicas):
             self._shrink(s, target)
         s.pending = min(s.pending, max(0, target - len(s.replicas)))
         self.ctx.schedule(now + self.step_s, Kind.DEMAND, i)
+
+    @staticmethod
+    def _target(s: ServiceRun) -> int:
+        """Replicas the service's load asks for, within its min and max.
+
+        ``min()`` comes before ``ceil()``: a load beyond ``max_replicas``, however large (even
+        inf or nan), asks for the most replicas and ``ceil()`` never sees it.
+        """
+        return max(s.spec.min_replicas, math.ceil(min(s.spec.max_replicas, s.load - 1e-9)))
 
     def surge(self, factor: float, until: float, service: str | None = None) -> list[str]:
         """Multiply demand by ``factor`` until ``until`` (s) on one service or all; their names.
@@ -186,6 +195,32 @@ class InferenceFleet:
                 s.borrowed_gpus -= r.placement.gpus
         s.replicas = [r for k, r in enumerate(s.replicas) if k not in drop]
 
+    def on_nodes_lost(self, nodes) -> int:
+        """Nodes went down (a failure, an operator): replicas with a GPU there die with them
+        and are placed again elsewhere if there is room; returns how many were lost."""
+        down = set(int(n) for n in nodes)
+        lost = 0
+        for s in self.services:
+            dead = [k for k, r in enumerate(s.replicas)
+                    if down.intersection(r.placement.nodes.tolist())]
+            if not dead:
+                continue
+            j = s.spec
+            for k in dead:
+                r = s.replicas[k]
+                self.state.release(r.owner, r.gids, r.placement, cpu_per_gpu=j.cpu_per_gpu,
+                                   ram_gb_per_gpu=j.ram_gb_per_gpu,
+                                   nic_gbps_per_gpu=j.nic_gbps_per_gpu)
+                self.serving_by_model[r.placement.model] -= r.placement.gpus
+                self.tenants.add_raw(j.tenant, r.placement.gpus, j.cpu_per_gpu,
+                                     j.ram_gb_per_gpu, j.nic_gbps_per_gpu, -1)
+                if r.borrowed:
+                    s.borrowed_gpus -= r.placement.gpus
+            s.replicas = [r for k, r in enumerate(s.replicas) if k not in set(dead)]
+            lost += len(dead)
+            self._grow(s, self._target(s), borrowed=False)
+        return lost
+
     def _borrow(self, s: ServiceRun, target: int) -> bool:
         """Ask the lowest-priority training gang that could host replicas to lend its GPUs."""
         gpr = s.spec.gpus_per_replica
@@ -216,9 +251,7 @@ class InferenceFleet:
         s = self.services[i]
         expected = run.gpus // s.spec.gpus_per_replica
         s.pending = max(0, s.pending - expected)
-        target = min(s.spec.max_replicas,
-                     max(s.spec.min_replicas, math.ceil(s.load - 1e-9)))
-        self._grow(s, min(target, len(s.replicas) + expected), borrowed=True)
+        self._grow(s, min(self._target(s), len(s.replicas) + expected), borrowed=True)
 
     # ----------------------------------------------------------------- figures
     def report(self) -> dict:

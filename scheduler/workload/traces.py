@@ -31,6 +31,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+from scheduler.control.bounds import CLUSTER_GPUS, TIME_S, TRACE_DURATION, Bound
 from scheduler.hardware.catalog import CATALOG, get
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Requirement, Tenant, TrainingJob, Workload
 
@@ -82,7 +83,9 @@ def read_trace(path: str | os.PathLike, *, reference_model: str = "H100-SXM",
     Raises
     ------
     TraceError
-        Unknown header, or a bad row; the message names the file and the 1-based line.
+        Unknown header, or a bad row, a number outside its documented bound included (a
+        duration above 366 days, a time stamp from 1e10 s, more than 4,194,304 GPUs:
+        :mod:`scheduler.control.bounds`); the message names the file and the 1-based line.
 
     Notes
     -----
@@ -144,10 +147,10 @@ def _philly(reader, fname: str) -> list[tuple[float, float, dict]]:
         except ValueError:
             raise TraceError(f"{where}: timestamp must be 'YYYY-MM-DD HH:MM:SS', "
                              f"got {stamp!r}") from None
-        gpus_n = _integer(gpus, "num_gpus", where, minimum=1)
+        gpus_n = _integer(gpus, "num_gpus", where, minimum=1, gpus=True)
         if not cluster:
             raise TraceError(f"{where}: cluster is empty")
-        rows.append((submit, _number(duration, "duration", where), {
+        rows.append((submit, _number(duration, "duration", where, TRACE_DURATION), {
             "name": f"philly-{reader.line_num}", "tenant": f"vc-{cluster}", "gpus": gpus_n,
             # A Philly job may span servers, so only gangs under one 8-GPU server roam freely.
             "affinity": "any" if gpus_n < 8 else "pod", "checkpoint_gb": 0.0}))
@@ -168,7 +171,7 @@ def _openb(reader, fname: str, width: int, default_duration_s: float,
         where = f"{fname} line {reader.line_num}"
         _check_width(row, header, where)
         cells = dict(zip(header, (c.strip() for c in row), strict=True))
-        gpus = _integer(cells["num_gpu"], "num_gpu", where, minimum=0)
+        gpus = _integer(cells["num_gpu"], "num_gpu", where, minimum=0, gpus=True)
         milli = _integer(cells["gpu_milli"], "gpu_milli", where, minimum=0)
         if gpus == 0 and milli == 0:
             cpu_only += 1
@@ -197,9 +200,9 @@ def _openb(reader, fname: str, width: int, default_duration_s: float,
         if qos not in QOS_PRIORITY:
             raise TraceError(f"{where}: qos must be one of {', '.join(QOS_PRIORITY)}, "
                              f"got {qos!r}")
-        created = _number(cells["creation_time"], "creation_time", where)
-        deleted = _number(cells["deletion_time"], "deletion_time", where)
-        scheduled = (_number(cells["scheduled_time"], "scheduled_time", where)
+        created = _number(cells["creation_time"], "creation_time", where, TIME_S)
+        deleted = _number(cells["deletion_time"], "deletion_time", where, TIME_S)
+        scheduled = (_number(cells["scheduled_time"], "scheduled_time", where, TIME_S)
                      if cells["scheduled_time"] else 0.0)
         # Time the pod held its GPUs; a pod never scheduled (Pending) is replayed for its life.
         never_scheduled += not cells["scheduled_time"]
@@ -208,6 +211,8 @@ def _openb(reader, fname: str, width: int, default_duration_s: float,
         if deleted < start:
             raise TraceError(f"{where}: deletion_time {deleted:g} is before "
                              f"{start_name} {start:g}")
+        _bounded(deleted - start, "duration (deletion_time - " + start_name + ")", where,
+                 TRACE_DURATION)
         fields.update(tenant=f"alibaba-{qos.lower()}", priority=QOS_PRIORITY[qos],
                       burstable=qos == "Burstable",
                       requirement=_requirement(cells["gpu_spec"], unmapped))
@@ -246,18 +251,28 @@ def _check_width(row: list[str], header: tuple[str, ...], where: str) -> None:
                          f"got {len(row)}")
 
 
-def _number(text: str, what: str, where: str) -> float:
-    """A finite non-negative number: seconds, millicores or MiB."""
+def _number(text: str, what: str, where: str, bound: Bound | None = None) -> float:
+    """A finite non-negative number: seconds, millicores or MiB (within ``bound``)."""
     try:
         value = float(text)
     except ValueError:
         raise TraceError(f"{where}: {what} must be a number, got {text!r}") from None
     if not 0 <= value < float("inf"):
         raise TraceError(f"{where}: {what} must be finite and >= 0, got {text!r}")
-    return value
+    return value if bound is None else _bounded(value, what, where, bound)
 
 
-def _integer(text: str, what: str, where: str, *, minimum: int) -> int:
+def _bounded(value: float, what: str, where: str, bound: Bound) -> float:
+    """``value`` within its documented bound (:mod:`scheduler.control.bounds`)."""
+    try:
+        return bound.check(what, value)
+    except ValueError as exc:
+        raise TraceError(f"{where}: {exc}") from None
+
+
+def _integer(text: str, what: str, where: str, *, minimum: int, gpus: bool = False) -> int:
+    """An integer >= ``minimum``; a GPU count (``gpus``) at most the GPUs of the largest cluster
+    the twin builds (:data:`~scheduler.control.bounds.CLUSTER_GPUS`)."""
     try:
         value = int(text)
     except ValueError:
@@ -265,4 +280,7 @@ def _integer(text: str, what: str, where: str, *, minimum: int) -> int:
     if value < minimum:
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         raise TraceError(f"{where}: {what} must be {kind}, got {text!r}")
+    if gpus and value > CLUSTER_GPUS.high:
+        raise TraceError(f"{where}: {what} must be at most {CLUSTER_GPUS.high:,} (the GPUs of "
+                         f"the largest cluster the twin builds), got {text!r}")
     return value

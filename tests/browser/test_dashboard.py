@@ -1,126 +1,19 @@
-"""Browser: the live dashboard against a real daphne server running the embedded engine.
-
-The server is the production path (`make run`): its own SQLite file, `migrate`, `build_cluster
---preset dev-small`, `seed_demo`, then daphne with CLUSTERTWIN_ENGINE=embedded and a high
-speed-up, so the twin moves visibly within seconds. (pytest-django's live_server speaks WSGI,
-not WebSockets; it serves the one test below that wants no engine.)
+"""Browser: the live dashboard against a real daphne server running the embedded engine
+(``server`` in conftest.py). pytest-django's live_server speaks WSGI, not WebSockets; it serves
+the one test below that wants no engine.
 """
 
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(os.environ.get("CLUSTERTWIN_ARTIFACTS", "test-artifacts"))
-ROOT = Path(__file__).resolve().parents[2]
-PASSWORD = "browser-pass"
-SPEEDUP = "900"  # simulated seconds per wall second: a 4 h repair takes 16 s
+from tests.browser.conftest import CHROMIUM, PASSWORD, counter, log_in, shot, wait_live
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"daphne exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"daphne did not listen on {port} within {timeout} s:\n{log.read_text()}")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("twin-server")
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
-           "CLUSTERTWIN_ENGINE": "embedded", "CLUSTERTWIN_SPEEDUP": SPEEDUP,
-           "CLUSTERTWIN_FRAME_INTERVAL_S": "0.5", "CLUSTERTWIN_SNAPSHOT_INTERVAL_S": "600",
-           "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD, "DJANGO_SETTINGS_MODULE": "twin.settings"}
-    env.pop("REDIS_URL", None)
-    for args in (["migrate", "--noinput"], ["build_cluster", "--preset", "dev-small"],
-                 ["seed_demo"]):
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
-                       capture_output=True)
-    port = _free_port()
-    log = tmp / "daphne.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-             "twin.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_port(port, proc, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
-def browser():
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.errors = []
-    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-    yield page
-    assert page.errors == [], page.errors
-
-
-def log_in(page, url: str, username: str, path: str = "/") -> None:
-    page.goto(url + path)
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(url + path)
-
-
-def wait_live(page, timeout_ms: int = 60_000) -> None:
-    """Until the first frame is drawn (the first connection starts the engine)."""
-    page.wait_for_function(
-        "document.getElementById('gpus-allocated').textContent !== '–'", timeout=timeout_ms)
-
-
-def counter(page, element_id: str) -> float:
-    text = page.inner_text(f"#{element_id}").replace(",", "").replace("%", "").strip()
-    return float(text)
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"), full_page=True)
 
 
 def test_operator_sees_the_twin_move_and_no_drills(server, page):
@@ -181,7 +74,7 @@ def test_staff_run_a_node_drill_and_see_it_hit(server, page):
              return n('gpus-down') > down || n('gpus-allocated') < allocated;
            }""", arg=[down, allocated], timeout=10_000)
     page.wait_for_function(
-        "document.querySelector('#drill-rows tr').textContent.includes('applied')",
+        "() => document.querySelector('#drill-rows tr').textContent.includes('applied')",
         timeout=10_000)
     shot(page, "drills")
     page.goto(server + "/")
@@ -190,17 +83,19 @@ def test_staff_run_a_node_drill_and_see_it_hit(server, page):
     page.fill("#speed-input", "300")
     page.click("#speed-apply")
     page.wait_for_function(
-        "document.getElementById('control-status').textContent.includes('×300')",
+        "() => document.getElementById('control-status').textContent.includes('×300')",
         timeout=5_000)
     page.wait_for_function(
-        "document.getElementById('engine-health').textContent.includes('×300')",
+        "() => document.getElementById('engine-health').textContent.includes('×300')",
         timeout=10_000)
     page.click("#pause-toggle")
-    page.wait_for_function("document.getElementById('paused-value').textContent === 'paused'",
-                           timeout=10_000)
+    page.wait_for_function(
+        "() => document.getElementById('paused-value').textContent === 'paused'",
+        timeout=10_000)
     page.click("#pause-toggle")
-    page.wait_for_function("document.getElementById('paused-value').textContent === 'running'",
-                           timeout=10_000)
+    page.wait_for_function(
+        "() => document.getElementById('paused-value').textContent === 'running'",
+        timeout=10_000)
     shot(page, "overview-staff")
 
 
@@ -249,9 +144,9 @@ def test_the_client_resyncs_after_a_gap_and_reconnects_after_a_close(live_server
 
     page.route_web_socket("**/ws/twin/", serve)
     log_in(page, live_server.url, "operator")
-    page.wait_for_function("document.getElementById('gpus-allocated').textContent === '100'")
+    page.wait_for_function("() => document.getElementById('gpus-allocated').textContent === '100'")
     sockets[0].send(_frame(6, 111))
-    page.wait_for_function("document.getElementById('gpus-allocated').textContent === '111'")
+    page.wait_for_function("() => document.getElementById('gpus-allocated').textContent === '111'")
     sockets[0].send(_frame(8, 222))  # seq 7 went missing
     for _ in range(50):
         if {"type": "resync"} in received:
@@ -260,7 +155,7 @@ def test_the_client_resyncs_after_a_gap_and_reconnects_after_a_close(live_server
     assert {"type": "resync"} in received
     assert page.inner_text("#gpus-allocated") == "111"  # frames after a gap wait for the snapshot
     sockets[0].send(_frame(8, 222, kind="snapshot"))
-    page.wait_for_function("document.getElementById('gpus-allocated').textContent === '222'")
+    page.wait_for_function("() => document.getElementById('gpus-allocated').textContent === '222'")
     assert page.locator("#stale-banner").is_hidden()
     assert page.inner_text("#engine-health") == "engine ok · ×60"
     sockets[0].close()

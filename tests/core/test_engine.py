@@ -217,6 +217,30 @@ def test_inference_beyond_free_capacity_borrows_from_the_lowest_priority_job_and
     assert inf["slo_attainment"] == pytest.approx(1.0)
 
 
+def replica_nodes(e) -> set[int]:
+    return {int(n) for s in e.fleet.services for r in s.replicas for n in r.placement.nodes}
+
+
+def test_a_node_that_goes_down_takes_its_inference_replicas_with_it_and_they_move():
+    # two replicas on a 4-node cluster with nothing else: marking a replica's node failed
+    # frees nothing there (a down node holds no work) and the replica comes back elsewhere
+    wl = workload(services=(service(peak_replicas=2, trough_fraction=1.0, min_replicas=2),))
+    e = run_engine(small_plan(4), wl, until_h=1)
+    before = replica_nodes(e)
+    assert len(before) == 2
+    node = min(before)
+    e.command("node_down", node=node)
+    s = e.state
+    assert not s.node_up[node]
+    first = int(s.node_first_gpu[node])
+    assert (s.gpu_owner[first:first + int(s.node_gpus[node])] < 0).all()
+    assert node not in replica_nodes(e) and len(replica_nodes(e)) == 2
+    assert int(e.fleet.serving_by_model.sum()) == 16
+    # what the counters say: 8 GPUs down, 16 serving, none of them on the down node
+    free, spare, down = e.free_counts()
+    assert int(down.sum()) == 8
+
+
 # ------------------------------------------------------------------ cloud burst
 def test_a_burstable_job_blocked_past_its_patience_runs_in_the_cloud_pool():
     pool = CloudPoolSpec("aws", "us-test-1", "B200", 64, 4.0, 600)

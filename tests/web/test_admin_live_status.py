@@ -17,8 +17,10 @@ from twin.inventory import EngineIds, cluster_plan_write
 
 
 @pytest.fixture
-def clusters(db, small_plan):
-    """Another cluster, then the live one (built last): 12 nodes, 4 per rack, node 11 spare."""
+def clusters(db, small_plan, settings):
+    """Another cluster, then the live one ("tiny", CLUSTERTWIN_CLUSTER): 12 nodes, 4 per
+    rack, node 11 spare."""
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": small_plan.name}
     other = cluster_plan_write(replace(small_plan, name="other"))
     return other, cluster_plan_write(small_plan)
 
@@ -122,11 +124,12 @@ def test_a_placement_from_before_switches_were_reported_says_so(clusters, admin_
 
 @pytest.mark.parametrize("path", ["node", "rack", "switch", "link"])
 def test_the_live_column_reads_the_placement_once_per_page(clusters, admin_client, small_plan,
-                                                           path):
+                                                           path, settings):
     engine_wrote(placement(down=[[0, 5]]))
     with CaptureQueriesContext(connection) as small:
         assert admin_client.get(f"/admin/twin/{path}/").status_code == 200
     cluster_plan_write(replace(small_plan, name="tiny3"))  # more rows; now the live cluster
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": "tiny3"}
     with CaptureQueriesContext(connection) as bigger:
         assert admin_client.get(f"/admin/twin/{path}/").status_code == 200
     assert len(bigger) == len(small)

@@ -89,6 +89,7 @@ def test_command_line_error_is_one_line_with_exit_status_2(tmp_path):
     env_db = f"sqlite:///{tmp_path / 'x.sqlite3'}"
     proc = subprocess.run([sys.executable, "manage.py", "build_cluster", "--preset", "nope"],
                           capture_output=True, text=True, env={"DATABASE_URL": env_db,
+                                                               "CLUSTERTWIN_INSECURE_DEMO": "1",
                                                                "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -176,7 +176,8 @@ async def test_staff_change_the_speed_and_pause_through_the_engine_group(cookie)
     await comm.receive_json_from()
     await comm.send_json_to({"type": "speed", "factor": 600})
     assert await comm.receive_json_from() == {"type": "ack", "of": "speed", "factor": 600.0}
-    message = await asyncio.wait_for(layer.receive(channel), 1)
+    message = broadcast.command_verify(await asyncio.wait_for(layer.receive(channel), 1),
+                                       layer=layer)
     assert message == {"type": "engine.command", "command": "speed",
                        "params": {"factor": 600.0}}
     await comm.send_json_to({"type": "pause", "paused": True})

@@ -46,6 +46,10 @@ async def test_the_embedded_driver_starts_once_per_process(settings, monkeypatch
 
 
 def ids(settings, *, deploy=False):
+    """The twin's check ids, for a deployment with its own key and no demo flag (the
+    security checks have their own tests)."""
+    settings.SECRET_KEY = "a-deployment-key-" + "x" * 50
+    settings.CLUSTERTWIN_INSECURE_DEMO = False
     return [m.id for m in run_checks(include_deployment_checks=deploy)
             if m.id.startswith("clustertwin.")]
 

@@ -376,6 +376,7 @@ def test_command_line_errors_are_one_line_with_exit_status_2(tmp_path, args, mes
     proc = subprocess.run([sys.executable, "manage.py", "import_inventory", *args],
                           capture_output=True, text=True, cwd=ROOT,
                           env={"DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}",
+                               "CLUSTERTWIN_INSECURE_DEMO": "1",
                                "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

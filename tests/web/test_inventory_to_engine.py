@@ -29,8 +29,9 @@ def test_draining_and_failing_nodes_and_switches_are_sent_to_the_engine(
 
 
 @pytest.fixture
-def two_clusters(db):
-    """Two built clusters; the live engine runs the second (the most recently built)."""
+def two_clusters(db, settings):
+    """Two built clusters; the live engine runs the second ("live", CLUSTERTWIN_CLUSTER)."""
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": "live"}
     from django.core.management import call_command
     for name in ("other", "live"):
         call_command("build_cluster", "--fabric", "fat-tree", "--radix", "8", "--gpus", "64",

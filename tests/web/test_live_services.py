@@ -1,10 +1,13 @@
 """Services and selectors of the live engine: drill requests, speed, pause, snapshots."""
 
+import datetime
+
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.utils import timezone
 
+from twin import command_log, selectors, services
 from twin import models as m
-from twin import selectors, services
 
 
 @pytest.fixture
@@ -35,14 +38,17 @@ def test_staff_request_a_drill_it_is_recorded_pending_and_sent(demo_users, sent,
     assert selectors.drills_recent() == [drill]
 
 
-def test_a_drill_the_engine_cannot_be_sent_is_marked_refused(monkeypatch, request_drill):
+def test_a_drill_the_engine_cannot_be_sent_stays_pending_for_the_engine_to_read(
+        monkeypatch, request_drill):
     def down(command, **params):
         raise ConnectionError("redis is down")
 
     monkeypatch.setattr(services, "command_send", down)
     drill = request_drill(kind="node", target="random", params={})
     drill.refresh_from_db()
-    assert drill.status == "refused" and "redis is down" in drill.outcome["error"]
+    assert drill.status == "pending"
+    assert command_log.drills_pending() == [{"command": "drill", "params": {
+        "drill_id": drill.pk, "kind": "node", "target": "random", "params": {}}}]
 
 
 def test_a_numeric_target_travels_as_an_integer(sent, request_drill):
@@ -122,3 +128,16 @@ def test_live_state_is_one_row_updated_in_place(db):
     state = selectors.live_state_get()
     assert (m.LiveState.objects.count(), state.pk, state.seq, state.frame) == (
         1, 1, 2, {"t": 120.0})
+
+
+def test_health_is_a_heartbeat_a_silent_engine_reads_as_down(db, settings):
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "HEARTBEAT_S": 10.0}
+    services.live_state_write(seq=1, t_sim=5.0, frame={"t": 5.0, "health": "ok"}, health="ok",
+                              last_error="", speed=1.0, paused=False)
+    assert selectors.live_state_get().health == "ok"
+    m.LiveState.objects.update(updated_at=timezone.now() - datetime.timedelta(seconds=11))
+    live = selectors.live_state_get()
+    assert live.health == "down" and live.frame["health"] == "down"
+    assert "no heartbeat" in live.last_error
+    m.LiveState.objects.update(health="stopped")  # a clean stop says so itself
+    assert selectors.live_state_get().health == "stopped"

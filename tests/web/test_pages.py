@@ -2,8 +2,6 @@
 
 import pytest
 
-from twin import models as m
-
 
 @pytest.mark.parametrize("path", ["/", "/api/inventory"])
 def test_anonymous_visitors_are_sent_to_login(client, db, path):
@@ -42,12 +40,15 @@ def test_demo_accounts_have_their_roles(demo_users):
     assert not demo_users["operator"].is_staff
 
 
-def test_seeding_twice_changes_nothing_but_the_password(demo_users):
+def test_seeding_again_keeps_the_passwords_unless_asked_to_reset_them(demo_users):
+    from django.contrib.auth import get_user_model
+
+    from tests.web.conftest import PASSWORD
     from twin.services import demo_accounts_seed
     assert demo_accounts_seed(password="another-pass") == []
-    assert m.Drill._meta.get_field("kind")
-    from django.contrib.auth import get_user_model
     assert get_user_model().objects.count() == 3
+    assert get_user_model().objects.get(username="staff").check_password(PASSWORD)
+    assert demo_accounts_seed(password="another-pass", reset_passwords=True) == []
     assert get_user_model().objects.get(username="staff").check_password("another-pass")
 
 

@@ -21,9 +21,10 @@ def storage(cluster, name, tier, **kw):
 
 
 @pytest.fixture
-def systems(db):
-    """Two built clusters with storage; the live engine runs the second (built last).  The
-    engine models the first system of each tier: ``pfs-b`` is a second central system."""
+def systems(db, settings):
+    """Two built clusters with storage; the live engine runs "live" (CLUSTERTWIN_CLUSTER).
+    The engine models the first system of each tier: ``pfs-b`` is a second central system."""
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": "live"}
     for name in ("other", "live"):
         call_command("build_cluster", "--fabric", "fat-tree", "--radix", "8", "--gpus", "64",
                      "--name", name)

@@ -1,8 +1,13 @@
-"""What the management commands share: bad input is one line and exit status 2."""
+"""What the management commands share: bad input is one line and exit status 2, and an output
+file is checked before anything is written and then written whole or not at all."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError
+
+from twin.topology_export import files_write
 
 
 def refuse(message: str) -> CommandError:
@@ -20,3 +25,27 @@ class OneLineCommand(BaseCommand):
             parser.error = lambda message: parser.exit(
                 2, f"{prog_name} {subcommand}: error: {message}\n")
         return parser
+
+
+def output_path(flag: str, raw: str | None) -> Path | None:
+    """The file ``flag`` names, checked before the command writes anything (its folder exists,
+    it is not a folder itself); None for no file or ``-`` (standard output)."""
+    if raw is None or raw == "-":
+        return None
+    if not raw.strip():
+        raise refuse(f"{flag} needs the path of a file, or - for standard output")
+    path = Path(raw)
+    if path.is_dir():
+        raise refuse(f"{flag} {raw!r} is a folder; give the path of the file to write")
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise refuse(f"{flag}: folder {str(parent)!r} does not exist")
+    return path
+
+
+def output_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file in its folder, then a rename)."""
+    try:
+        files_write({path: text})
+    except OSError as exc:
+        raise refuse(f"cannot write {exc.filename}: {exc.strerror}") from None

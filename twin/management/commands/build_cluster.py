@@ -6,32 +6,52 @@ import json
 import sys
 import time
 
-from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from tqdm import tqdm
 
+from scheduler.control.bounds import CLUSTER_GPUS, RADIX, Bound
 from scheduler.hardware.catalog import get as get_model
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
+from scheduler.physics.fabric.dragonfly import max_groups
+from scheduler.physics.fabric.fattree import fat_tree_capacity
+from scheduler.physics.fabric.rail import rail_capacity
 from scheduler.presets import PRESETS, get_preset
 from twin import models as m
 from twin.inventory import cluster_plan_write, plan_row_count
+from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
 FABRICS = ("fat-tree", "dragonfly+", "rail")
 
 
-def _positive_int(flag: str, raw: str | None) -> int | None:
+def _positive_int(flag: str, raw: str | None, bound: Bound) -> int | None:
+    """``raw`` as an integer within ``bound`` (:mod:`scheduler.control.bounds`)."""
     if raw is None:
         return None
-    message = f"{flag} must be a positive integer, not {raw!r}"
     try:
         value = int(raw)
     except ValueError:
-        raise CommandError(message, returncode=2) from None
-    if value <= 0:
-        raise CommandError(message, returncode=2)
-    return value
+        raise refuse(f"{flag} must be a positive integer, not {raw!r}") from None
+    try:
+        return bound.check(flag, value)
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
 
 
-class Command(BaseCommand):
+def full_size(fabric: str, radix: int) -> int:
+    """GPUs of the full-size fabric ``build_fabric(fabric, radix=radix)`` builds, counted
+    without building it (a large radix would not fit in memory).
+
+    >>> full_size("fat-tree", 8), full_size("dragonfly+", 8), full_size("rail", 64)
+    (128, 272, 65536)
+    """
+    if fabric == "fat-tree":
+        return fat_tree_capacity(radix)
+    if fabric == "dragonfly+":
+        return max_groups(radix) * (radix // 2) ** 2
+    return rail_capacity(radix, su_per_group=max(1, min(4, (radix // 2) // 8)))
+
+
+class Command(OneLineCommand):
     help = "Build a cluster's inventory (sites, racks, nodes, GPUs, fabric, storage)."
 
     def add_arguments(self, parser):
@@ -53,60 +73,66 @@ class Command(BaseCommand):
         if opts["if_empty"] and not opts["dry_run"] and m.Cluster.objects.exists():
             self.stdout.write("A cluster already exists; nothing to build.")
             return
+        json_path = output_path("--json", opts["json"])  # before anything is written
         started = time.perf_counter()
         plan = self._plan(opts)
         planned = time.perf_counter() - started
         summary = plan.summary()
-        if not opts["dry_run"]:
-            self._write(plan, replace=opts["replace"])
-        summary["build_seconds"] = round(time.perf_counter() - started, 2)
-        summary["plan_seconds"] = round(planned, 2)
+        # one transaction: if the JSON file cannot be written, the cluster is not kept either
+        with transaction.atomic():
+            if not opts["dry_run"]:
+                self._write(plan, replace=opts["replace"])
+            summary["build_seconds"] = round(time.perf_counter() - started, 2)
+            summary["plan_seconds"] = round(planned, 2)
+            text = json.dumps(summary, indent=2) + "\n"
+            if json_path is not None:
+                output_write(json_path, text)
         self._print(summary, dry_run=opts["dry_run"])
-        if opts["json"]:
-            text = json.dumps(summary, indent=2)
-            if opts["json"] == "-":
-                sys.stdout.write(text + "\n")
-            else:
-                with open(opts["json"], "w") as fh:
-                    fh.write(text + "\n")
+        if opts["json"] == "-":
+            sys.stdout.write(text)
 
     def _plan(self, opts):
-        radix = _positive_int("--radix", opts["radix"])
-        gpus = _positive_int("--gpus", opts["gpus"])
+        radix = _positive_int("--radix", opts["radix"], RADIX)
+        gpus = _positive_int("--gpus", opts["gpus"], CLUSTER_GPUS)
         if opts["preset"] and opts["fabric"]:
-            raise CommandError("give --preset or --fabric, not both", returncode=2)
+            raise refuse("give --preset or --fabric, not both")
         try:
             if opts["preset"] or not opts["fabric"]:
                 if radix or gpus:
-                    raise CommandError("--radix and --gpus go with --fabric, not --preset",
-                                       returncode=2)
+                    raise refuse("--radix and --gpus go with --fabric, not --preset")
                 return get_preset(opts["preset"] or "dev-small").plan(opts["name"])
             if opts["fabric"] not in FABRICS:
-                raise CommandError(f"unknown fabric {opts['fabric']!r}; choose one of: "
-                                   f"{', '.join(FABRICS)}", returncode=2)
+                raise refuse(f"unknown fabric {opts['fabric']!r}; choose one of: "
+                             f"{', '.join(FABRICS)}")
             return self._custom_plan(opts["fabric"], radix, gpus, opts)
         except (KeyError, ValueError) as exc:
-            raise CommandError(str(exc).strip("'\""), returncode=2) from None
+            raise refuse(str(exc).strip("'\"")) from None
 
     def _custom_plan(self, fabric, radix, gpus, opts):
         model = get_model(opts["accelerator"])
         kw = {"radix": radix} if radix else {}
         if gpus is None:
             if radix is None:
-                raise CommandError("--fabric needs --radix K or --gpus N", returncode=2)
-            from scheduler.physics.fabric import build_fabric
-            gpus = build_fabric(fabric, radix=radix).n_endpoints
+                raise refuse("--fabric needs --radix K or --gpus N")
+            if radix % 2:
+                raise refuse(f"--radix must be an even integer in {RADIX.interval()}, "
+                             f"not {radix}")
+            gpus = full_size(fabric, radix)
+            if gpus > CLUSTER_GPUS.high:
+                raise refuse(f"a full-size radix-{radix} {fabric} fabric holds {gpus:,} GPUs, "
+                             f"more than the {CLUSTER_GPUS.high:,} the twin builds; give "
+                             "--gpus N as well")
         if gpus % model.per_node:
-            raise CommandError(f"--gpus {gpus} is not a multiple of {model.per_node} "
-                               f"({model.name} GPUs per node)", returncode=2)
+            raise refuse(f"--gpus {gpus} is not a multiple of {model.per_node} "
+                         f"({model.name} GPUs per node)")
         name = opts["name"] or f"{fabric.replace('+', 'plus')}-{gpus}"
         return plan_cluster(name, (NodeGroup(model.name, gpus // model.per_node),),
                             fabric_kind=fabric, fabric_kw=kw)
 
     def _write(self, plan, *, replace):
         if m.Cluster.objects.filter(name=plan.name).exists() and not replace:
-            raise CommandError(f"cluster {plan.name!r} already exists; pass --replace to "
-                               "rebuild it", returncode=2)
+            raise refuse(f"cluster {plan.name!r} already exists; pass --replace to "
+                         "rebuild it")
         with tqdm(total=plan_row_count(plan), unit="rows", desc=f"writing {plan.name}",
                   file=sys.stderr, disable=None) as bar:
             def progress(stage, n):

@@ -20,11 +20,18 @@ import sys
 
 from django.core.management.base import BaseCommand
 
+from scheduler.control.bounds import (
+    CLUSTER_GPUS,
+    COLLECTIVE_BYTES,
+    NIC_GBPS,
+    OVERSUBSCRIPTION,
+    Bound,
+)
 from scheduler.hardware.catalog import get as get_model
 from scheduler.physics.fabric.collectives import algorithms, collective, scaleout_link, scaleup_link
 from scheduler.physics.fabric.topology import KINDS
 from scheduler.presets import PRESETS, get_preset
-from twin.management.one_line import refuse
+from twin.management.one_line import output_path, output_write, refuse
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CHOICES = ("auto", "ring", "tree", "nvls")
@@ -46,7 +53,15 @@ def parse_bytes(raw: str) -> float:
         raise refuse(message) from None
     if not (math.isfinite(value) and value > 0):
         raise refuse(message)
-    return value
+    return _within("--bytes", value, COLLECTIVE_BYTES)
+
+
+def _within(flag: str, value, bound: Bound):
+    """``value`` inside its documented bound (:mod:`scheduler.control.bounds`)."""
+    try:
+        return bound.check(flag, value)
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
 
 
 def _size(nbytes: float) -> str:
@@ -66,7 +81,7 @@ def _gpus(raw: str | None) -> int:
         raise refuse(message) from None
     if value < 1:
         raise refuse(message)
-    return value
+    return _within("--gpus", value, CLUSTER_GPUS)
 
 
 def _nic_gbps(raw: str | None) -> float:
@@ -79,7 +94,7 @@ def _nic_gbps(raw: str | None) -> float:
         raise refuse(message) from None
     if not (math.isfinite(value) and value > 0):
         raise refuse(message)
-    return value
+    return _within("--nic-gbps", value, NIC_GBPS)
 
 
 def _oversubscription(raw: str | None) -> float | None:
@@ -92,7 +107,7 @@ def _oversubscription(raw: str | None) -> float | None:
         raise refuse(message) from None
     if not (math.isfinite(value) and value >= 1):
         raise refuse(message)
-    return value
+    return _within("--oversubscription", value, OVERSUBSCRIPTION)
 
 
 class Command(BaseCommand):
@@ -130,18 +145,15 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args, **opts):
+        json_path = output_path("--json", opts["json"])
         report = self._run(opts)
         self._print(report)
         if opts["json"]:
-            text = json.dumps(report, indent=2)
-            if opts["json"] == "-":
-                sys.stdout.write(text + "\n")
-                return
-            try:
-                with open(opts["json"], "w") as fh:
-                    fh.write(text + "\n")
-            except OSError as exc:
-                raise refuse(f"cannot write {opts['json']}: {exc.strerror}") from None
+            text = json.dumps(report, indent=2) + "\n"
+            if json_path is None:
+                sys.stdout.write(text)
+            else:
+                output_write(json_path, text)
 
     def _run(self, opts) -> dict:
         op = opts["op"]

@@ -9,12 +9,11 @@ import math
 import signal
 import time
 
-from django.core.management.base import BaseCommand, CommandError
-
 from scheduler.presets import PRESETS
 from twin.checks import IN_MEMORY_LAYER, channel_layer_backend
-from twin.driver import EngineDriver
+from twin.driver import EngineDriver, EngineStartError
 from twin.engine_commands import SPEED_MAX
+from twin.management.one_line import OneLineCommand, refuse
 
 PROGRESS_EVERY_S = 10.0
 
@@ -23,13 +22,13 @@ def _speed(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise CommandError(f"--speed {raw!r} is not a number") from None
+        raise refuse(f"--speed {raw!r} is not a number") from None
     if not (math.isfinite(value) and 0 < value <= SPEED_MAX):
-        raise CommandError(f"--speed must be in (0, {SPEED_MAX:g}], not {raw}")
+        raise refuse(f"--speed must be in (0, {SPEED_MAX:g}], not {raw}")
     return value
 
 
-class Command(BaseCommand):
+class Command(OneLineCommand):
     help = ("Run the live engine in its own process; frames go to the web processes through "
             "the channel layer (set REDIS_URL).")
 
@@ -52,7 +51,10 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, driver.request_stop)
-        await driver.start()
+        try:
+            await driver.start()
+        except EngineStartError as exc:  # e.g. several clusters and none chosen
+            raise refuse(str(exc)) from None
         self.stdout.write(f"live engine: {driver.preset}, seed {driver.seed}, "
                           f"t={driver.engine.now / 86400:.2f} d, x{driver.speed:g}")
         self.stdout.flush()

@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from pathlib import Path
 
-from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
 from scheduler.presets import PRESETS
@@ -19,7 +17,7 @@ from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
 from scheduler.workload.traces import TraceError
-from twin.management.one_line import refuse
+from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
 
 def _days(raw: str) -> float:
@@ -191,7 +189,7 @@ def summary_lines(r: dict) -> list[str]:
     return out
 
 
-class Command(BaseCommand):
+class Command(OneLineCommand):
     help = "Run a preset's cluster and workload (or replay a trace) and report the GPU-hours."
 
     def add_arguments(self, parser):
@@ -230,6 +228,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         scenario = self._options(opts)
+        json_path = output_path("--json", opts["json"])
         bar = tqdm(total=round(scenario.days, 3), unit="day",
                    desc=f"simulating {scenario.preset}",
                    file=sys.stderr, disable=None, bar_format="{l_bar}{bar}| {n:.2f}/{total} "
@@ -248,10 +247,10 @@ class Command(BaseCommand):
         out.write("\n".join(summary_lines(report)))
         if opts["json"]:
             text = json.dumps(report, indent=2, sort_keys=False) + "\n"
-            if opts["json"] == "-":
+            if json_path is None:
                 sys.stdout.write(text)
             else:
-                Path(opts["json"]).write_text(text)
+                output_write(json_path, text)
 
     def _options(self, opts) -> Scenario:
         if not opts["preset"]:
@@ -267,11 +266,6 @@ class Command(BaseCommand):
               "oversubscription": _ratio(opts["oversubscription"]),
               "load": _load(opts["load"])}
         try:
-            scenario = Scenario(**kw)
+            return Scenario(**kw)
         except ScenarioError as exc:
             raise refuse(str(exc)) from None
-        if opts["json"] and opts["json"] != "-":
-            parent = Path(opts["json"]).resolve().parent
-            if not parent.is_dir():
-                raise refuse(f"--json: folder {str(parent)!r} does not exist")
-        return scenario

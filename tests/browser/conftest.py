@@ -1,0 +1,118 @@
+"""Browser tests' shared fixtures: a real daphne server running the embedded engine, Chromium
+through Playwright, and helpers to log in and read the live counters.
+
+The server is the production path (`make run`): its own SQLite file, `migrate`, `build_cluster
+--preset dev-small`, `seed_demo`, then daphne with CLUSTERTWIN_ENGINE=embedded and a high
+speed-up, so the twin moves visibly within seconds. It is module-scoped: each test module gets a
+fresh cluster and engine, so one module's failures and drills do not leak into another's.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("CLUSTERTWIN_ARTIFACTS", "test-artifacts"))
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORD = "browser-pass"
+SPEEDUP = "900"  # simulated seconds per wall second: a 4 h repair takes 16 s
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daphne exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"daphne did not listen on {port} within {timeout} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("twin-server")
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+           "CLUSTERTWIN_ENGINE": "embedded", "CLUSTERTWIN_SPEEDUP": SPEEDUP,
+           "CLUSTERTWIN_FRAME_INTERVAL_S": "0.5", "CLUSTERTWIN_SNAPSHOT_INTERVAL_S": "600",
+           "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD, "DJANGO_SETTINGS_MODULE": "twin.settings"}
+    env.pop("REDIS_URL", None)
+    for args in (["migrate", "--noinput"], ["build_cluster", "--preset", "dev-small"],
+                 ["seed_demo"]):
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
+                       capture_output=True)
+    port = _free_port()
+    log = tmp / "daphne.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+             "twin.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_port(port, proc, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def browser():
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    yield page
+    assert page.errors == [], page.errors
+
+
+def log_in(page, url: str, username: str, path: str = "/") -> None:
+    page.goto(url + path)
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(url + path)
+
+
+def wait_live(page, timeout_ms: int = 60_000) -> None:
+    """Until the first frame is drawn (the first connection starts the engine)."""
+    page.wait_for_function(
+        "() => document.getElementById('gpus-allocated').textContent !== '–'",
+        timeout=timeout_ms)  # a function, not an expression: the CSP forbids eval
+
+
+def counter(page, element_id: str) -> float:
+    text = page.inner_text(f"#{element_id}").replace(",", "").replace("%", "").strip()
+    return float(text)
+
+
+def shot(page, name: str, prefix: str = "dashboard") -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{prefix}-{name}.png"), full_page=True)
