@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.control.mirror import mirror_summary
 from scheduler.frames import dashboard_frames, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
+from scheduler.reliability.failures import job_failure_rate
 from scheduler.report import utilisation
 
 SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)
@@ -18,6 +20,8 @@ SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)
 
 def _queue(engine, top: int) -> list[dict]:
     order = sorted(engine.queue.values(), key=lambda r: engine.policy.order(r, engine.tenants))
+    mirror = getattr(engine, "mirror", None)
+    reasons = mirror.reasons if mirror is not None else {}
     out = []
     for pos, r in enumerate(order[:top], start=1):
         out.append({"position": pos, "name": r.spec.name, "tenant": r.spec.tenant,
@@ -25,6 +29,8 @@ def _queue(engine, top: int) -> list[dict]:
                     "wait_h": round((engine.now - r.queued_since) / 3600.0, 3),
                     "reserved_start_h": None if r.reserved_start is None
                     else round(r.reserved_start / 3600.0, 3)})
+        if mirror is not None:  # the real scheduler's reason (Resources, Priority, QOS …)
+            out[-1]["reason"] = reasons.get(r.spec.name, "")
     return out
 
 
@@ -46,16 +52,25 @@ def _mttf_by_size(engine) -> list[dict]:
     hours = np.array([((r.end_s if r.end_s is not None else engine.now) - r.first_start)
                       for r in started]) / 3600.0
     inter = np.array([r.interruptions for r in started], dtype=np.int64)
+    nodes = np.array([r.placement.nodes.size if r.placement is not None
+                      else -(-r.gpus // 8) for r in started], dtype=np.int64)
     bucket = np.searchsorted(SIZE_BUCKETS, gpus, side="right") - 1
     n_b = len(SIZE_BUCKETS) - 1
     jobs = np.bincount(bucket, minlength=n_b)
     n = np.bincount(bucket, weights=inter, minlength=n_b)
     h = np.bincount(bucket, weights=hours, minlength=n_b)
+    size = np.bincount(bucket, weights=gpus, minlength=n_b)
+    span = np.bincount(bucket, weights=nodes, minlength=n_b)
     out = []
     for b, (lo, hi) in enumerate(zip(SIZE_BUCKETS[:-1], SIZE_BUCKETS[1:], strict=True)):
+        # the model's MTTF for the bucket's mean job (failures.job_failure_rate), beside the
+        # one measured here (in a mirror: the real cluster's interruptions)
+        predicted = (1.0 / job_failure_rate(span[b] / jobs[b], size[b] / jobs[b])
+                     if jobs[b] else None)
         out.append({"gpus": f"{lo}-{hi - 1}" if hi < 1 << 30 else f">={lo}",
                     "jobs": int(jobs[b]), "interruptions": int(n[b]),
-                    "mttf_hours": round(float(h[b] / n[b]), 2) if n[b] else None})
+                    "mttf_hours": round(float(h[b] / n[b]), 2) if n[b] else None,
+                    "predicted_mttf_hours": round(float(predicted), 2) if predicted else None})
     return out
 
 
@@ -99,6 +114,7 @@ def live_frame(engine, *, top: int = 50) -> dict:
         "power": power,
         "events": list(engine.events)[-top:],
         "heatmaps": dashboard_frames(engine),
+        "mirror": mirror_summary(engine),
     }
 
 

@@ -32,6 +32,7 @@ from twin import broadcast, command_log, selectors, services
 from twin.conf import app_setting
 from twin.driver_inventory import InventoryFollowing, _cluster_preset, _inventory_read
 from twin.driver_log import CommandLogging
+from twin.driver_mirror import MirrorError, MirrorFollowing
 from twin.engine_commands import (
     INVENTORY_COMMANDS,
     Command,
@@ -54,7 +55,7 @@ class EngineStartError(RuntimeError):
     """The engine cannot start as configured (the message says why and what to set)."""
 
 
-class EngineDriver(InventoryFollowing, CommandLogging):
+class EngineDriver(InventoryFollowing, CommandLogging, MirrorFollowing):
     """Paces one engine live. ``await start()``, then ``await run()`` (or ``step_once()``).
 
     Parameters
@@ -76,13 +77,14 @@ class EngineDriver(InventoryFollowing, CommandLogging):
     def __init__(self, *, preset: str | None = None, seed: int | None = None,
                  speed: float | None = None, frame_interval_s: float | None = None,
                  snapshot_interval_s: float | None = None, clock=time.monotonic, layer=None,
-                 snapshot_in_child: bool | None = None):
+                 snapshot_in_child: bool | None = None, wall=time.time):
         self.preset = preset
         self.seed = app_setting("SEED") if seed is None else int(seed)
         self.speed = speed
         self.frame_interval_s = frame_interval_s or app_setting("FRAME_INTERVAL_S")
         self.snapshot_interval_s = snapshot_interval_s or app_setting("SNAPSHOT_INTERVAL_S")
         self.clock = clock
+        self.wall = wall  # epoch seconds: a mirror's engine clock follows it
         self.layer = layer or get_channel_layer()
         self.snapshot_in_child = (hasattr(os, "fork") if snapshot_in_child is None
                                   else snapshot_in_child)
@@ -111,6 +113,7 @@ class EngineDriver(InventoryFollowing, CommandLogging):
         self._last_wall: float | None = None
         self._last_snapshot_wall: float | None = None
         self._snapshot_task: asyncio.Task | None = None
+        self._mirror_init()
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -136,6 +139,11 @@ class EngineDriver(InventoryFollowing, CommandLogging):
             logger.warning("live engine: removed %d snapshot file(s) a killed engine left: %s",
                            len(left), ", ".join(left))
         self.inv = await database_sync_to_async(_inventory_read)()
+        if self.mirroring and self.inv is None:
+            problem = str(MirrorError())
+            await database_sync_to_async(services.live_state_health_set)(
+                health="error", last_error=problem)
+            raise EngineStartError(problem)
         snap = await database_sync_to_async(selectors.engine_snapshot_latest)(
             preset=self.preset, seed=self.seed)
         after = await self._resume(snap)
@@ -172,6 +180,12 @@ class EngineDriver(InventoryFollowing, CommandLogging):
                 engine = await self._in_engine(engine_unpickle, bytes(snap.data))
             except Exception:
                 logger.exception("live engine: the stored snapshot cannot be loaded")
+        if engine is not None and self.mirroring != (getattr(engine, "mirror", None) is not None):
+            logger.warning("live engine: the stored snapshot (t=%.0f s) was %s; the twin now "
+                           "%s: building the engine afresh", snap.t_sim,
+                           "simulated" if self.mirroring else "a mirror",
+                           "mirrors a real cluster" if self.mirroring else "simulates")
+            engine = None
         keys = getattr(engine, "keys", None)
         if engine is not None and self.inv is not None and keys and (
                 keys.get("cluster") != self.inv.cluster_id):
@@ -202,6 +216,8 @@ class EngineDriver(InventoryFollowing, CommandLogging):
                 return engine_unpickle(data)
             except Exception:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
+        if self.mirroring:
+            return self._mirror_build()
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
                              failures=True, physics=True).engine(plan=self.plan)
         # the run's name: its inventory and cluster (a rebuilt look-alike is another twin)
@@ -276,7 +292,11 @@ class EngineDriver(InventoryFollowing, CommandLogging):
         except Exception:
             logger.exception("live engine: could not follow the inventory; will retry")
         await self._commands_apply()
-        advance = 0.0 if self.paused else self.speed * elapsed
+        if self.mirroring:
+            await self._mirror_follow()
+            advance = self._mirror_advance_s()
+        else:
+            advance = 0.0 if self.paused else self.speed * elapsed
         try:
             frame = await self._in_engine(self._advance, advance)
             self.health = "ok"
@@ -316,7 +336,9 @@ class EngineDriver(InventoryFollowing, CommandLogging):
     async def _publish(self, frame: dict) -> dict:
         self.seq += 1
         frame = {**frame, "speed": self.speed, "paused": self.paused, "health": self.health,
-                 "lag_ticks": self.lag_ticks}
+                 "lag_ticks": self.lag_ticks,
+                 "source": "mirror" if self.mirroring else "simulate",
+                 "sources": self.sources_status() if self.mirroring else None}
         t = float(self.engine.now) if self.engine is not None else 0.0
         try:
             await database_sync_to_async(services.live_state_write)(
@@ -381,7 +403,9 @@ class EngineDriver(InventoryFollowing, CommandLogging):
 
     async def command_apply(self, cmd: Command) -> None:
         """Apply one parsed command now (between steps)."""
-        if cmd.name == "speed":
+        if self.mirroring and cmd.name in ("speed", "pause", "resume", "drill"):
+            await self._mirror_refuse(cmd)
+        elif cmd.name == "speed":
             self.speed = cmd.params["factor"]
             logger.info("live engine: speed x%g", self.speed)
         elif cmd.name in ("pause", "resume"):

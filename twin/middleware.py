@@ -5,6 +5,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import JsonResponse
 
 _OPEN_PREFIXES = ("/accounts/login/", "/static/", "/admin/")
+# Prometheus scrapers cannot log in: these views check a token or the address themselves
+# (twin.views_metrics) and answer 401, not a redirect.
+_SELF_GUARDED = frozenset({"/metrics", "/metrics/dcgm"})
 
 
 class LoginRequiredEverywhere:
@@ -17,7 +20,8 @@ class LoginRequiredEverywhere:
         self.get_response = get_response
 
     def __call__(self, request):
-        if not request.user.is_authenticated and not request.path.startswith(_OPEN_PREFIXES):
+        if (not request.user.is_authenticated and not request.path.startswith(_OPEN_PREFIXES)
+                and request.path not in _SELF_GUARDED):
             if request.path.startswith("/api/"):
                 return JsonResponse({"error": "authentication required"}, status=401)
             return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)

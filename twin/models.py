@@ -493,3 +493,39 @@ class EngineEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.t_sim:.0f} s {self.kind}: {self.text}"
+
+
+class WhatIf(models.Model):
+    """A what-if forked from the live engine's newest snapshot ("now"), run in a worker
+    process (``twin/whatif.py``); ``result`` is :func:`scheduler.control.whatif.whatif`'s
+    report.  ``t_sim`` is the snapshot's simulated time, ``seq`` the live frame shown when it
+    was asked for; ``owner`` names the web process that runs it, so a row it left running when
+    it died can be marked failed."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        ERROR = "error", "error"
+
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                     null=True, blank=True, related_name="+")
+    requested_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING,
+                              db_index=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    t_sim = models.FloatField("forked at (simulated s)", null=True, blank=True)
+    seq = models.BigIntegerField("live frame seq when asked", null=True, blank=True)
+    owner = models.CharField(max_length=128, blank=True,
+                             help_text="host:pid:token of the web process running it")
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "what-if"
+
+    def __str__(self) -> str:
+        return f"what-if #{self.pk} ({self.status})"

@@ -23,6 +23,7 @@ from scheduler.live import in_ranges
 from twin import models as m
 from twin import selectors
 from twin.broadcast import command_send
+from twin.conf import app_setting
 from twin.inventory import EngineIds, storage_command
 
 logger = logging.getLogger(__name__)
@@ -335,6 +336,12 @@ def drill_validate(*, kind, target, params) -> tuple[int | str, dict]:
     return _drill_target(kind, target), clean
 
 
+def _refuse_if_mirroring(what: str) -> None:
+    if app_setting("SOURCE") == "mirror":
+        raise ValidationError(f"the live twin mirrors a real cluster, so {what} cannot be set "
+                              "on it: run a what-if from now instead")
+
+
 def drill_request(*, user, kind: str, target="random", params: dict | None = None) -> m.Drill:
     """Record a drill (pending) and send it to the live engine, which applies or refuses it.
 
@@ -342,6 +349,7 @@ def drill_request(*, user, kind: str, target="random", params: dict | None = Non
     kind, target or parameter; nothing is created then.
     """
     _require_drill_permission(user, staff=True)  # the page's rule, for every way in
+    _refuse_if_mirroring("drills")
     target, params = drill_validate(kind=kind, target=target, params=params)
     drill = m.Drill.objects.create(kind=kind, target=str(target), params=params,
                                    requested_by=user, status=m.DrillStatus.PENDING)
@@ -374,6 +382,7 @@ def drill_outcome_record(*, drill_id: int, applied: bool, outcome: dict,
 def engine_speed_set(*, user, factor) -> float:
     """Set the live engine's speed-up (simulated seconds per wall second, 0 < x <= 10,000)."""
     _require_drill_permission(user, staff=True)
+    _refuse_if_mirroring("the speed")
     factor = _positive_number("factor", factor, SPEED_MAX)
     command_send("speed", factor=factor)
     return factor
@@ -382,6 +391,7 @@ def engine_speed_set(*, user, factor) -> float:
 def engine_pause(*, user, paused) -> bool:
     """Pause (``paused=True``) or resume the live engine."""
     _require_drill_permission(user, staff=True)
+    _refuse_if_mirroring("pausing")
     if not isinstance(paused, bool):
         raise ValidationError(f"paused must be true or false, not {paused!r}")
     command_send("pause" if paused else "resume")

@@ -211,7 +211,24 @@ CLUSTERTWIN = {
     # wall seconds between the live engine's looks at the inventory's revision (re-plans)
     "INVENTORY_POLL_S": env_float("CLUSTERTWIN_INVENTORY_POLL_S", 2.0, minimum=0.1),
     "SEED": int(env_float("CLUSTERTWIN_SEED", 0, minimum=0)),
+    # what drives the live state: "simulate" (the engine's own events) or "mirror" (a real
+    # cluster: Slurm for nodes and jobs, Prometheus/DCGM for GPU telemetry; see docs/mirror.md)
+    "SOURCE": env_str("CLUSTERTWIN_SOURCE", "simulate"),
+    "MIRROR_POLL_S": env_float("CLUSTERTWIN_MIRROR_POLL_S", 15.0, minimum=0.2),
+    "MIRROR_TIMEOUT_S": env_float("CLUSTERTWIN_MIRROR_TIMEOUT_S", 10.0, minimum=0.1),
+    # Slurm: its commands (sinfo/squeue/sacct --json, SLURM_CONF if given) or slurmrestd
+    "SLURM_CONF": env_str("CLUSTERTWIN_SLURM_CONF", ""),
+    "SLURM_REST_URL": env_str("CLUSTERTWIN_SLURM_REST_URL", ""),
+    "SLURM_REST_USER": env_str("CLUSTERTWIN_SLURM_REST_USER", ""),
+    "SLURM_REST_TOKEN": env_str("CLUSTERTWIN_SLURM_REST_TOKEN", ""),
+    # Prometheus scraping the DCGM exporter ("" = no telemetry source)
+    "PROMETHEUS_URL": env_str("CLUSTERTWIN_PROMETHEUS_URL", ""),
+    "PROMETHEUS_TOKEN": env_str("CLUSTERTWIN_PROMETHEUS_TOKEN", ""),
 }
+SOURCES = ("simulate", "mirror")
+if CLUSTERTWIN["SOURCE"] not in SOURCES:
+    raise ImproperlyConfigured(f"CLUSTERTWIN_SOURCE={CLUSTERTWIN['SOURCE']!r}: "
+                               f"choose one of {', '.join(SOURCES)}")
 ENGINE_MODES = ("embedded", "separate", "off")
 if CLUSTERTWIN["ENGINE_MODE"] not in ENGINE_MODES:
     raise ImproperlyConfigured(f"CLUSTERTWIN_ENGINE={CLUSTERTWIN['ENGINE_MODE']!r}: "
@@ -254,3 +271,22 @@ CLUSTERTWIN.update({
 })
 if REDIS_URL:
     CHANNEL_LAYERS["default"].setdefault("CONFIG", {})["prefix"] = CLUSTERTWIN["CHANNEL_PREFIX"]
+
+# --- Prometheus scrapers: who may read /metrics and /metrics/dcgm (issue 14) ---
+# Besides logged-in users: a bearer token (CLUSTERTWIN_METRICS_TOKEN; unset = bearer access
+# off) and an allow list of client networks (CLUSTERTWIN_METRICS_ALLOW, comma-separated CIDRs
+# such as 10.0.0.0/8,127.0.0.1/32; empty = off), matched against REMOTE_ADDR only: behind a
+# proxy that is the proxy's address, so allow the proxy or use the token.
+import ipaddress  # noqa: E402
+
+_METRICS_ALLOW = []
+for _cidr in env_list("CLUSTERTWIN_METRICS_ALLOW", []):
+    try:
+        _METRICS_ALLOW.append(ipaddress.ip_network(_cidr))
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"CLUSTERTWIN_METRICS_ALLOW: {_exc} (give networks such as "
+                                   "10.0.0.0/8,127.0.0.1/32, comma-separated)") from None
+CLUSTERTWIN.update({
+    "METRICS_TOKEN": env_str("CLUSTERTWIN_METRICS_TOKEN"),
+    "METRICS_ALLOW": tuple(_METRICS_ALLOW),
+})

@@ -24,15 +24,14 @@ output that is not what 22.05 prints) raises :class:`SlurmError` with one line.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 from scheduler.hardware.catalog import CATALOG
 from twin.hostlist import expand
 from twin.inventory_formats import fabric_infer, racks_place
 from twin.inventory_import import Inventory, Row
+from twin.mirror.errors import SourceError, run_command
 from twin.topology_export import gres_type
 
 SLURM_TIMEOUT = 30.0
@@ -46,22 +45,10 @@ class SlurmError(Exception):
 
 
 def _run(args: list[str], conf: Path | None, timeout: float) -> str:
-    env = {**os.environ, **({"SLURM_CONF": str(conf)} if conf else {})}
-    cmd = " ".join(args)
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
-    except FileNotFoundError:
-        raise SlurmError(f"{args[0]} not found: is Slurm's client installed and on PATH?") \
-            from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{cmd}` did not answer within {timeout:g} s (is slurmctld up?)") \
-            from None
-    except OSError as exc:
-        raise SlurmError(f"cannot run `{cmd}`: {exc.strerror}") from None
-    if proc.returncode:
-        why = (proc.stderr.strip() or proc.stdout.strip() or "no message").splitlines()[0]
-        raise SlurmError(f"`{cmd}` exited {proc.returncode}: {why}")
-    return proc.stdout
+        return run_command(args, conf=conf, timeout=timeout)
+    except SourceError as exc:
+        raise SlurmError(exc.problem) from None
 
 
 def slurm_read(*, conf: Path | None = None,

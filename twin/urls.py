@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
-from twin import views
+import twin.views_whatif as views_whatif
+from twin import views, views_metrics
 
 
 class EngineIdConverter:
@@ -31,15 +32,20 @@ urlpatterns = [
     path("failures/", views.failures, name="failures"),
     path("events/", views.events, name="events"),
     path("drills/", views.drills, name="drills"),
+    path("whatif/", views_whatif.whatif_page, name="whatif"),
+    path("whatif/<engine_id:pk>/", views_whatif.whatif_result, name="whatif-result"),
     path("api/inventory", views.api_inventory, name="api-inventory"),
     path("api/state", views.api_state, name="api-state"),
     path("api/jobs", views.api_jobs, name="api-jobs"),
     path("api/events", views.api_events, name="api-events"),
     path("api/drills", views.api_drills, name="api-drills"),
+    path("api/whatif", views_whatif.api_whatif, name="api-whatif"),
+    path("api/whatif/<engine_id:pk>", views_whatif.api_whatif_detail, name="api-whatif-detail"),
     path("api/racks/<engine_id:index>", views.api_rack, name="api-rack"),
     path("api/nodes/<engine_id:index>", views.api_node, name="api-node"),
     path("api/jobs/<str:name>", views.api_job, name="api-job"),
-    path("metrics", views.metrics, name="metrics"),
+    path("metrics", views_metrics.metrics, name="metrics"),
+    path("metrics/dcgm", views_metrics.metrics_dcgm, name="metrics-dcgm"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

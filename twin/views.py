@@ -11,16 +11,15 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.views import csrf, defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from scheduler.live import in_ranges
-from twin import consumers, floor, selectors, services
+from twin import floor, selectors, services
 from twin.forms import KIND_PARAMS, DrillForm
 from twin.inventory import EngineIds
-from twin.metrics import CONTENT_TYPE, metrics_text
 
 DRILLS_LIMIT = 50
 DRILLS_LIMIT_MAX = 200
@@ -302,14 +301,6 @@ def api_job(request, name: str):
     nodes = [n for a, b in job["nodes"] for n in range(a, b + 1)]
     racks = selectors.racks_of_engine_nodes(cluster=cluster, nodes=nodes) if cluster else []
     return JsonResponse({"name": name, **job, "node_ids": nodes, "racks": racks})
-
-
-@require_GET
-def metrics(request):
-    """Prometheus text format. Login required like every page: scrape with a session cookie,
-    or through a proxy that adds one."""
-    text = metrics_text(live=selectors.live_state_get(), stream=consumers.stream_metrics())
-    return HttpResponse(text, content_type=CONTENT_TYPE)
 
 
 def not_found(request, exception=None):

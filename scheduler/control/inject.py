@@ -57,7 +57,9 @@ def _statuses(kind: str, given, count: int) -> dict[int, dict]:
     return out
 
 
-def _placement(engine, row: dict, free: np.ndarray) -> Placement:
+def placement_check(engine, row: dict, free: np.ndarray) -> Placement:
+    """The placement of a running ``row`` after checking it against ``free`` GPUs per node
+    (taken from ``free``); one ``ValueError`` naming what is wrong."""
     job = row["job"]
     nodes = row.get("nodes")
     if not isinstance(nodes, list | tuple) or not nodes:
@@ -121,7 +123,7 @@ def _jobs(engine, given) -> list[tuple[dict, Placement | None]]:
             raise ValueError(f"job {job.name!r}: no accelerator of this cluster can hold "
                              f"{job.gpus} GPUs of {job.requirement.describe()}")
         out.append(({**row, "done_fraction": done},
-                    _placement(engine, row, free) if state == "running" else None))
+                    placement_check(engine, row, free) if state == "running" else None))
     return out
 
 

@@ -44,6 +44,9 @@ class Scheduler:
         Override the policy's placement strategy.
     """
 
+    held = False
+    """Place nothing (a mirror: the real cluster's scheduler starts jobs; forks release it)."""
+
     def __init__(self, ctx: Context, *, state: ClusterState, jobs: JobLifecycle,
                  policy: str = "default", placement: str | None = None):
         self.ctx = ctx
@@ -147,6 +150,9 @@ class Scheduler:
         its models grew, its quota standing is the same, and nothing it may evict started or
         came of age.  The pass would try it, fail, and stop there again.
         """
+        if self.held:  # a mirrored cluster's own scheduler places its jobs
+            self.settle()
+            return
         if self._woken or self._seen != (self.state.version, self.jobs.queue_version):
             if not self._woken and self._stopped is not None:
                 started = time.perf_counter()

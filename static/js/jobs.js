@@ -19,6 +19,7 @@
     P.setText("preemptions", P.fmt(jobs.preemptions));
     P.fillTable("queue-rows", (msg.queue || []).map(function (q) {
       return [q.position, q.name, q.tenant, P.fmt(q.gpus), q.priority, hours(q.wait_h),
+              q.reason !== undefined ? "Slurm: " + (q.reason || "None") :
               q.reserved_start_h === null ? "–" : "at " + hours(q.reserved_start_h)];
     }), "The queue is empty.");
     P.fillTable("running-rows", (msg.running_jobs || []).map(function (r) {

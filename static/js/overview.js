@@ -58,7 +58,61 @@
     P.plotConfig);
   }
 
+  function pairs(obj) {
+    var keys = Object.keys(obj || {});
+    return keys.length ? keys.map(function (k) { return k + " " + obj[k]; }).join(", ") : "none";
+  }
+
+  function number(value, unit, digits) {
+    return value === null || value === undefined ? "no data" :
+      Number(value).toFixed(digits === undefined ? 1 : digits) + unit;
+  }
+
+  // A mirror's card: each source's status and what the real cluster reported.
+  function mirrorDraw(msg) {
+    var card = document.getElementById("mirror-card");
+    if (!card) return;
+    var mirror = msg.mirror;
+    card.hidden = !mirror;
+    var engineCard = document.getElementById("engine-card");
+    if (engineCard) engineCard.hidden = !!mirror;  // no speed or pause on a real cluster
+    if (!mirror) return;
+    var body = document.querySelector("#mirror-sources tbody");
+    body.textContent = "";
+    var sources = msg.sources || {};
+    Object.keys(sources).forEach(function (name) {
+      var s = sources[name];
+      var missing = Object.keys(s.problems || {}).map(function (k) {
+        return k.replace(/_/g, " ") + " " + s.problems[k].count;
+      }).join(", ");
+      var row = document.createElement("tr");
+      row.dataset.source = name;
+      row.dataset.state = s.state;
+      [name, s.state + (s.error ? ": " + s.error : ""),
+       s.age_s === null ? "never" : Math.round(s.age_s) + " s ago",
+       s.read_s === null ? "–" : s.read_s + " s", missing || "–"].forEach(function (text) {
+        var cell = document.createElement("td");
+        cell.textContent = text;
+        row.appendChild(cell);
+      });
+      body.appendChild(row);
+    });
+    var tel = mirror.telemetry || {};
+    P.setText("mirror-reporting", tel.gpus_reporting + " of " + tel.gpus);
+    P.setText("mirror-power", number(tel.power_kw, " kW", 2));
+    P.setText("mirror-util", number(tel.util_mean_pct, " %"));
+    P.setText("mirror-temp", number(tel.temp_max_c, " °C", 0));
+    P.setText("mirror-tensor", number(tel.tensor_active_mean, "", 3));
+    P.setText("mirror-pending", pairs(mirror.pending_reasons));
+    P.setText("mirror-ended", pairs(mirror.ended));
+    P.setText("mirror-xid", pairs(mirror.xid));
+    P.setText("mirror-rejected", mirror.rejected_count ? mirror.rejected_count + ": " +
+      Object.keys(mirror.rejected).map(function (k) { return k + " (" + mirror.rejected[k] + ")"; })
+        .join("; ") : "none");
+  }
+
   TwinLive.on("data", function (msg) {
+    mirrorDraw(msg);
     P.counters(msg);
     P.events(msg);
     seriesAppend(msg);

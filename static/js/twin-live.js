@@ -66,14 +66,46 @@
     setStatus(open, !open || Date.now() - lastDataAt > STALE_AFTER_MS);
   }
 
+  function ageText(seconds) {
+    if (seconds === null || seconds === undefined) return "never read";
+    if (seconds < 120) return Math.round(seconds) + " s ago";
+    if (seconds < 7200) return Math.round(seconds / 60) + " min ago";
+    return (seconds / 3600).toFixed(1) + " h ago";
+  }
+
+  // A mirror's sources (Slurm, Prometheus): a banner names each one that is not ok, with its
+  // error and the age of the state still shown (the twin keeps the last state it read).
+  function showSources(message) {
+    var banner = document.getElementById("source-banner");
+    if (!banner) return;
+    var sources = message.source === "mirror" ? (message.sources || {}) : {};
+    var lines = [];
+    Object.keys(sources).forEach(function (name) {
+      var s = sources[name];
+      if (s.state === "ok") return;
+      var what = s.state === "stale" ? " has not answered for a while" :
+        s.state === "waiting" ? " not read yet" : " unreachable";
+      lines.push(name + what + (s.error ? " (" + s.error + ")" : "") +
+        " — showing the state read " + ageText(s.age_s));
+    });
+    banner.textContent = lines.join(" · ");
+    banner.hidden = lines.length === 0;
+    banner.dataset.sources = lines.length ? "problem" : "ok";
+  }
+
   function showHealth(message) {
     var badge = document.getElementById("engine-health");
     if (!badge || !message.health) return;
     var text = "engine " + message.health;
-    if (message.paused) text += " · paused";
-    if (message.speed) text += " · ×" + message.speed;
+    if (message.source === "mirror") {
+      text += " · mirror";
+    } else {
+      if (message.paused) text += " · paused";
+      if (message.speed) text += " · ×" + message.speed;
+    }
     badge.textContent = text;
     badge.dataset.health = message.health;
+    showSources(message);
   }
 
   function deliver(topic, message) {

@@ -239,7 +239,8 @@ AccountingStorageType=accounting_storage/none
 MailProg=/bin/true
 # the exported CPUs and RealMemory are the inventory's, not this machine's
 SlurmdParameters=config_overrides
-ReturnToService=2
+# an operator's DOWN stays down (1); a node down for not responding comes back when it registers
+ReturnToService=1
 {chr(10).join(lines)}
 PartitionName=all Nodes=ALL Default=YES State=UP MaxTime=INFINITE
 """

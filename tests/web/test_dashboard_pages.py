@@ -10,7 +10,7 @@ PAGES = ["/", "/topology/", "/jobs/", "/failures/", "/events/"]
 PLOTLY = "/static/vendor/plotly/plotly.min.js"
 
 
-@pytest.mark.parametrize("path", PAGES + ["/drills/", "/metrics"])
+@pytest.mark.parametrize("path", PAGES + ["/drills/"])
 def test_anonymous_visitors_are_sent_to_login(client, db, path):
     response = client.get(path)
     assert response.status_code == 302

@@ -42,7 +42,7 @@ from twin.asgi import application
 from twin.driver import EngineDriver
 from twin.snapshots import engine_unpickle
 
-DRIVER_FIELDS = ("speed", "paused", "health", "lag_ticks")
+DRIVER_FIELDS = ("speed", "paused", "health", "lag_ticks", "source", "sources")
 """What the driver adds to the core's live frame before it stores and publishes it."""
 
 

@@ -1,0 +1,520 @@
+"""Slurm's nodes, partitions and jobs, read from ``sinfo/squeue/sacct --json`` or slurmrestd.
+
+Two generations of JSON are read (see ``tests/fixtures/slurm_json/README.md``):
+
+* Slurm 22.05 (data_parser ``v0.0.38``, Debian bookworm): ``sinfo --json`` prints
+  ``{"nodes": [...]}``, one entry per node, the state a lower-case string (``"mixed"``) with
+  upper-case ``state_flags`` (``["DRAIN"]``); ``squeue --json`` prints ``job_state`` as a string,
+  times as plain epoch seconds (0 = unset), ``exit_code`` as a raw wait status.
+* Slurm 23.02 and later (``v0.0.39``+): states are lists (``["IDLE", "DRAIN"]``), numbers are
+  ``{"set", "infinite", "number"}`` objects, ``exit_code`` is ``{"status", "return_code",
+  "signal"}``; from 23.11 ``sinfo --json`` prints ``{"sinfo": [...]}``, entries that group
+  nodes (``nodes.nodes``) by partition and state.
+
+slurmrestd (``rest_url``) answers ``/slurm/<version>/nodes`` and ``/jobs`` in the shapes above
+and ``/slurmdb/<version>/jobs`` in ``sacct``'s.  Without slurmdbd (Debian's test Slurm), sacct
+exits 1 with "Slurm accounting storage is disabled": the view then says ``accounting=False`` and
+why, and finished jobs are those squeue still lists (``MinJobAge``, 300 s by default).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from twin.hostlist import expand
+from twin.mirror.errors import SourceError, gc_paused, http_get, json_load, run_command
+
+SOURCE = "slurm"
+REST_VERSION = "v0.0.38"
+ACCOUNTING_WINDOW_S = 3600.0
+_NO_VALUE = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF}
+_NODE_GRES = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")
+_TRES_SPEC = re.compile(r"(?:^|,)gres[:/]gpu(?::([^:,=]+))?:(\d+)")
+_TRES_STR = re.compile(r"(?:^|,)gres/gpu(?::([^=,]+))?=(\d+)")
+# job_state_string(): a flag, when set, is shown instead of the base state
+_JOB_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
+              "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD",
+              "SIGNALING")
+_NOT_ENDED = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING",
+                        "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "STAGE_OUT", "SIGNALING",
+                        "STOPPED"})
+_NODE_ALIASES = {"maintenance": "maint", "res": "reserved"}
+_BUSY = frozenset({"allocated", "mixed", "completing"})
+
+
+@dataclass(slots=True)
+class SlurmNode:
+    """One node as Slurm reports it.
+
+    ``state``: lower-case base state and flags together (``idle``, ``allocated``, ``mixed``,
+    ``down``, ``drain``, ``fail``, ``not_responding``, ``reserved``, ``maint``, ``completing``
+    ...), plus ``draining`` (drain flag on a node still running jobs) or ``drained`` (drain
+    flag on an idle or down node), as ``sinfo`` shows them.  ``reason``: why it is down or
+    drained ("" when none).  ``gres``: the configured GRES string (``gpu:h100:8``); ``gpus``:
+    the GPUs in it.  ``features``: configured features; ``partitions``: partitions it is in.
+    """
+
+    name: str
+    state: frozenset[str]
+    reason: str
+    gres: str
+    gpus: int
+    features: tuple[str, ...]
+    partitions: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class SlurmJob:
+    """One job (or array task) from ``squeue`` or accounting.
+
+    ``job_id``: ``"123"``, ``"123_4"`` for an array task, ``"123_[5-9]"`` for an array's
+    pending remainder, ``"123+1"`` for a heterogeneous component.  ``state``: the state Slurm
+    shows (upper case: ``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ``NODE_FAIL``,
+    ``CANCELLED``, ``TIMEOUT``, ``PREEMPTED``, ``OUT_OF_MEMORY``...; a set flag such as
+    ``COMPLETING``, ``CONFIGURING`` or ``REQUEUED`` is shown instead of the base state, as
+    ``squeue`` does).  ``reason``: Slurm's ``state_reason`` (``Resources``, ``Priority``,
+    ``QOSMaxGRESPerUser``, ``ReqNodeNotAvail, ...``), "" for ``None``.  ``nodes``: expanded
+    node names ("()" while pending).  ``gpus``: GPUs of the whole job, from, in order,
+    ``tres_alloc_str`` (``gres/gpu=N``), ``gres_detail`` (per node), ``tres_per_node`` x nodes,
+    ``tres_per_job``, ``tres_per_task`` x tasks, ``tres_req_str``; accounting: ``tres``.
+    ``gpus_per_node``: when the request or allocation gives it per node, else None.  Times are
+    epoch seconds, None when unset (0): for a running job ``end_time`` is the end Slurm
+    expects (start + time limit; a year on when there is none), for a pending one
+    ``start_time`` is its expected start when Slurm has one.  ``time_limit_s``: None when
+    unlimited.  ``exit_code``: for an ended job the process's exit status, 128 + signal when
+    killed by one; None while it has not ended.
+    """
+
+    job_id: str
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: str
+    reason: str
+    nodes: tuple[str, ...]
+    gpus: int
+    gpus_per_node: int | None
+    submit_time: float | None
+    start_time: float | None
+    end_time: float | None
+    time_limit_s: float | None
+    exit_code: int | None
+    comment: str = ""  # the job's ``--comment`` (a job may declare its model to the twin)
+
+
+@dataclass(slots=True)
+class SlurmView:
+    """What one poll of Slurm said.
+
+    ``nodes``: by name; ``partitions``: in the order first seen on the nodes; ``jobs``:
+    squeue's (running, pending, and finished within ``MinJobAge``), then accounting's finished
+    jobs that squeue no longer lists.  ``accounting``: whether sacct / slurmdbd answered;
+    ``accounting_note``: why not ("" when it did).  ``read_at``: ``clock()`` once every answer
+    was in.  ``source``: ``"cli"`` or ``"rest"``.
+    """
+
+    nodes: dict[str, SlurmNode]
+    partitions: tuple[str, ...]
+    jobs: list[SlurmJob]
+    accounting: bool
+    read_at: float
+    source: str
+    accounting_note: str = ""
+
+
+class _Shape(Exception):
+    """An unexpected shape at a JSON path (turned into a SourceError by the callers)."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+
+
+def _type_name(value) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _str(obj: dict, key: str, path: str, default: str | None = "") -> str:
+    value = obj.get(key)
+    if value is None:
+        if default is None:
+            raise _Shape(f"{path}.{key}", "missing")
+        return default
+    if not isinstance(value, str):
+        raise _Shape(f"{path}.{key}", f"expected a string, got {_type_name(value)}")
+    return value
+
+
+def _number(obj: dict, key: str, path: str) -> float | None:
+    """A number, unwrapping ``{"set", "infinite", "number"}``; None when unset or infinite."""
+    value = obj.get(key)
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if value is None or isinstance(value, bool):
+        return None
+    if not isinstance(value, (int, float)):
+        raise _Shape(f"{path}.{key}", f"expected a number, got {_type_name(value)}")
+    return None if value in _NO_VALUE else value
+
+
+def _epoch(obj: dict, key: str, path: str) -> float | None:
+    value = _number(obj, key, path)
+    return float(value) if value else None
+
+
+def _names(obj: dict, key: str, path: str) -> list[str]:
+    """A list of upper- or lower-case names: a list of strings, or one string."""
+    value = obj.get(key)
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    if value is None:
+        return []
+    raise _Shape(f"{path}.{key}", f"expected a string or a list of strings, got "
+                                  f"{_type_name(value)}")
+
+
+def _csv(value, path: str) -> tuple[str, ...]:
+    if isinstance(value, dict):                     # sinfo 23.11+: {"total", "active"}
+        value = value.get("total", "")
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v for v in value.split(",") if v)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise _Shape(path, f"expected a comma-separated string or a list, got {_type_name(value)}")
+
+
+def _gpu_sum(pattern: re.Pattern, text: str) -> int | None:
+    """GPUs in a GRES / TRES string: the untyped count when given, else the typed ones."""
+    untyped, typed, seen = 0, 0, False
+    for kind, count in pattern.findall(text):
+        seen = True
+        if kind:
+            typed += int(count)
+        else:
+            untyped += int(count)
+    return (untyped or typed) if seen else None
+
+
+def _node_states(names: list[str]) -> frozenset[str]:
+    flags = {_NODE_ALIASES.get(n.lower(), n.lower()) for n in names}
+    if "drain" in flags:
+        flags.add("draining" if flags & _BUSY else "drained")
+    return frozenset(flags)
+
+
+def _fail(origin: str, exc: _Shape) -> SourceError:
+    return SourceError(SOURCE, f"{origin}: unexpected JSON at {exc}")
+
+
+def _top(doc, key: str, origin: str) -> list:
+    if not isinstance(doc, dict):
+        raise SourceError(SOURCE, f"{origin}: expected a JSON object, got {_type_name(doc)}")
+    if (why := _refused(doc, origin)):
+        raise SourceError(SOURCE, why)
+    items = doc.get(key)
+    if not isinstance(items, list):
+        raise SourceError(SOURCE, f"{origin}: unexpected JSON at {key}: expected a list, got "
+                                  f"{_type_name(items)}")
+    return items
+
+
+@gc_paused
+def parse_sinfo(doc: dict, *, origin: str = "`sinfo --json`"
+                ) -> tuple[dict[str, SlurmNode], tuple[str, ...]]:
+    """Nodes by name and partitions, from ``sinfo --json`` or slurmrestd ``/nodes``.
+
+    Reads 22.05's ``{"nodes": [...]}`` (one entry per node) and 23.11+'s ``{"sinfo": [...]}``
+    (entries grouping ``nodes.nodes`` by partition; a node's partitions are merged).
+    """
+    key = "sinfo" if isinstance(doc, dict) and "sinfo" in doc else "nodes"
+    nodes: dict[str, SlurmNode] = {}
+    partitions: dict[str, None] = {}
+    for i, raw in enumerate(_top(doc, key, origin)):
+        try:
+            names, node = _node_entry(raw, f"{key}[{i}]", grouped=key == "sinfo")
+        except _Shape as exc:
+            raise _fail(origin, exc) from None
+        partitions.update(dict.fromkeys(node.partitions))
+        for name in names:
+            seen = nodes.get(name)
+            if seen is None and len(names) == 1:
+                nodes[name] = node
+                continue
+            parts = tuple(dict.fromkeys((seen.partitions if seen else ()) + node.partitions))
+            nodes[name] = SlurmNode(name, node.state, node.reason, node.gres, node.gpus,
+                                    node.features, parts)
+    return nodes, tuple(partitions)
+
+
+def _node_entry(raw, path: str, *, grouped: bool) -> tuple[list[str], SlurmNode]:
+    """(node names, the node of the first) of one ``nodes[]`` or ``sinfo[]`` entry."""
+    if not isinstance(raw, dict):
+        raise _Shape(path, f"expected an object, got {_type_name(raw)}")
+    if grouped:
+        names = _names(raw.get("nodes") or {}, "nodes", f"{path}.nodes")
+        states = _names(raw.get("node") or {}, "state", f"{path}.node")
+        part = _str(raw.get("partition") or {}, "name", f"{path}.partition")
+        parts: tuple[str, ...] = (part,) if part else ()
+        gres = raw.get("gres")
+        gres = gres.get("total") if isinstance(gres, dict) else gres
+    else:
+        names = [_str(raw, "name", path, None)]
+        states = _names(raw, "state", path) + _names(raw, "state_flags", path)
+        parts, gres = _csv(raw.get("partitions"), f"{path}.partitions"), raw.get("gres")
+    if not names:
+        raise _Shape(f"{path}.nodes.nodes", "no node names")
+    if not states:
+        raise _Shape(f"{path}.{'node.' if grouped else ''}state", "empty")
+    reason = raw.get("reason")
+    if isinstance(reason, dict):                    # 23.11+: {"description", "time", "user"}
+        reason = reason.get("description")
+    gres = _str({"gres": gres}, "gres", path)
+    return names, SlurmNode(name=names[0], state=_node_states(states),
+                            reason=_str({"reason": reason}, "reason", path), gres=gres,
+                            gpus=_gpu_sum(_NODE_GRES, gres) or 0,
+                            features=_csv(raw.get("features"), f"{path}.features"),
+                            partitions=parts)
+
+
+def _job_state(names: list[str], path: str) -> str:
+    if not names:
+        raise _Shape(f"{path}.job_state", "empty")
+    if len(names) == 1:
+        return names[0].upper()
+    upper = [n.upper() for n in names]
+    return next((flag for flag in _JOB_FLAGS if flag in upper), upper[0])
+
+
+def _exit_code(value, path: str) -> int | None:
+    """An exit status: 22.05 squeue's raw wait status, or ``{"return_code", "signal"}``."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value in _NO_VALUE:
+            return None
+        return 128 + (value & 0x7F) if value & 0x7F else (value >> 8) & 0xFF
+    if isinstance(value, dict):
+        signal = value.get("signal") or {}
+        sig = _number(signal, "id", f"{path}.signal") if "id" in signal else \
+            _number(signal, "signal_id", f"{path}.signal")
+        if sig:
+            return 128 + int(sig)
+        code = _number(value, "return_code", path)
+        return None if code is None else int(code)
+    raise _Shape(path, f"expected a number or an object, got {_type_name(value)}")
+
+
+def _job_gpus(raw: dict, n_nodes: int, path: str) -> tuple[int, int | None]:
+    """(GPUs of the job, GPUs per node or None) from squeue's GRES and TRES fields."""
+    per_node_spec = _gpu_sum(_TRES_SPEC, _str(raw, "tres_per_node", path))
+    detail = raw.get("gres_detail") or []
+    if not isinstance(detail, list) or not all(isinstance(d, str) for d in detail):
+        raise _Shape(f"{path}.gres_detail", "expected a list of strings")
+    per_node_used = [_gpu_sum(_NODE_GRES, d) or 0 for d in detail]
+    per_node = per_node_spec
+    if per_node is None and per_node_used and len(set(per_node_used)) == 1:
+        per_node = per_node_used[0]
+    total = _gpu_sum(_TRES_STR, _str(raw, "tres_alloc_str", path))
+    if total is None and per_node_used:
+        total = sum(per_node_used)
+    if total is None and per_node_spec is not None:
+        total = per_node_spec * max(n_nodes, 1)
+    if total is None:
+        total = _gpu_sum(_TRES_SPEC, _str(raw, "tres_per_job", path))
+    if total is None:
+        per_task = _gpu_sum(_TRES_SPEC, _str(raw, "tres_per_task", path))
+        tasks = _number(raw, "tasks", path) or _number(raw, "num_tasks", path) or 1
+        total = None if per_task is None else per_task * int(tasks)
+    if total is None:
+        total = _gpu_sum(_TRES_STR, _str(raw, "tres_req_str", path))
+    return total or 0, per_node
+
+
+def _squeue_job(raw, path: str) -> SlurmJob:
+    if not isinstance(raw, dict):
+        raise _Shape(path, f"expected an object, got {_type_name(raw)}")
+    job_id = _number(raw, "job_id", path)
+    if job_id is None:
+        raise _Shape(f"{path}.job_id", "missing")
+    array_id = _number(raw, "array_job_id", path)
+    task = _number(raw, "array_task_id", path)
+    het_id = _number(raw, "het_job_id", path)
+    if array_id:
+        tasks = _str(raw, "array_task_string", path)
+        name = f"{int(array_id)}_{int(task)}" if task is not None else \
+            f"{int(array_id)}_[{tasks}]" if tasks else str(int(job_id))
+    elif het_id:
+        name = f"{int(het_id)}+{int(_number(raw, 'het_job_offset', path) or 0)}"
+    else:
+        name = str(int(job_id))
+    state = _job_state(_names(raw, "job_state", path), path)
+    reason = _str(raw, "state_reason", path)
+    nodes = tuple(expand(_str(raw, "nodes", path)))
+    n_nodes = len(nodes) or int(_number(raw, "node_count", path) or 0)
+    gpus, per_node = _job_gpus(raw, n_nodes, path)
+    limit = _number(raw, "time_limit", path)
+    return SlurmJob(
+        job_id=name, name=_str(raw, "name", path), user=_str(raw, "user_name", path),
+        account=_str(raw, "account", path), partition=_str(raw, "partition", path),
+        state=state, reason="" if reason == "None" else reason, nodes=nodes, gpus=gpus,
+        gpus_per_node=per_node, submit_time=_epoch(raw, "submit_time", path),
+        start_time=_epoch(raw, "start_time", path), end_time=_epoch(raw, "end_time", path),
+        time_limit_s=None if limit is None else limit * 60.0,
+        exit_code=None if state in _NOT_ENDED else _exit_code(raw.get("exit_code"),
+                                                               f"{path}.exit_code"),
+        comment=_comment(raw.get("comment")))
+
+
+def _comment(value) -> str:
+    """A job's comment: a string (squeue), or ``{"job": ...}`` (sacct 23.02+)."""
+    if isinstance(value, dict):
+        value = value.get("job")
+    return value if isinstance(value, str) else ""
+
+
+@gc_paused
+def parse_squeue(doc: dict, *, origin: str = "`squeue --json`") -> list[SlurmJob]:
+    """Jobs from ``squeue --json`` or slurmrestd ``/jobs`` (22.05 and 23.02+ shapes)."""
+    return _jobs(doc, origin, _squeue_job)
+
+
+def _jobs(doc, origin: str, one: Callable[[object, str], SlurmJob]) -> list[SlurmJob]:
+    try:
+        return [one(raw, f"jobs[{i}]") for i, raw in enumerate(_top(doc, "jobs", origin))]
+    except _Shape as exc:
+        raise _fail(origin, exc) from None
+
+
+def _tres_gpus(tres: list, path: str) -> int:
+    untyped, typed = 0, 0
+    for k, item in enumerate(tres):
+        if not isinstance(item, dict):
+            raise _Shape(f"{path}[{k}]", f"expected an object, got {_type_name(item)}")
+        if item.get("type") == "gres" and str(item.get("name", "")).split(":")[0] == "gpu":
+            count = int(_number(item, "count", f"{path}[{k}]") or 0)
+            if item["name"] == "gpu":
+                untyped += count
+            else:
+                typed += count
+    return untyped or typed
+
+
+def _sacct_job(raw, path: str) -> SlurmJob:
+    if not isinstance(raw, dict):
+        raise _Shape(path, f"expected an object, got {_type_name(raw)}")
+    job_id = _number(raw, "job_id", path)
+    if job_id is None:
+        raise _Shape(f"{path}.job_id", "missing")
+    array = raw.get("array") or {}
+    array_id, task = _number(array, "job_id", f"{path}.array"), \
+        _number(array, "task_id", f"{path}.array")
+    name = f"{int(array_id)}_{int(task)}" if array_id and task is not None else str(int(job_id))
+    state_obj = raw.get("state") or {}
+    state = _job_state(_names(state_obj, "current", f"{path}.state"), f"{path}.state")
+    reason = _str(state_obj, "reason", f"{path}.state")
+    hosts = _str(raw, "nodes", path)
+    nodes = () if hosts in ("", "None assigned") else tuple(expand(hosts))
+    times = raw.get("time") or {}
+    limit = _number(times, "limit", f"{path}.time")
+    tres = raw.get("tres") or {}
+    alloc, req = tres.get("allocated") or [], tres.get("requested") or []
+    gpus = _tres_gpus(alloc, f"{path}.tres.allocated") or \
+        _tres_gpus(req, f"{path}.tres.requested")
+    return SlurmJob(
+        job_id=name, name=_str(raw, "name", path), user=_str(raw, "user", path),
+        account=_str(raw, "account", path), partition=_str(raw, "partition", path),
+        state=state, reason="" if reason == "None" else reason, nodes=nodes, gpus=gpus,
+        gpus_per_node=gpus // len(nodes) if nodes and gpus % len(nodes) == 0 else None,
+        submit_time=_epoch(times, "submission", f"{path}.time"),
+        start_time=_epoch(times, "start", f"{path}.time"),
+        end_time=_epoch(times, "end", f"{path}.time"),
+        time_limit_s=None if limit is None else limit * 60.0,
+        exit_code=None if state in _NOT_ENDED else _exit_code(raw.get("exit_code"),
+                                                               f"{path}.exit_code"),
+        comment=_comment(raw.get("comment")))
+
+
+@gc_paused
+def parse_sacct(doc: dict, *, origin: str = "`sacct --json`") -> list[SlurmJob]:
+    """Jobs from ``sacct --json`` or slurmrestd ``/slurmdb/.../jobs`` (v0.0.38 and later)."""
+    return _jobs(doc, origin, _sacct_job)
+
+
+def slurm_view(*, conf: Path | None = None, rest_url: str | None = None,
+               token: str | None = None, user: str | None = None, timeout: float = 10.0,
+               clock: Callable[[], float] = time.time, rest_version: str = REST_VERSION,
+               accounting_window_s: float = ACCOUNTING_WINDOW_S) -> SlurmView:
+    """One poll of Slurm: nodes, partitions and jobs.
+
+    With ``rest_url`` (``http://host:6820``) the view comes from slurmrestd's
+    ``/slurm/<rest_version>/nodes`` and ``/jobs`` and ``/slurmdb/<rest_version>/jobs``,
+    authenticated by ``X-SLURM-USER-NAME: user`` and ``X-SLURM-USER-TOKEN: token`` (JWT);
+    otherwise from ``sinfo --json``, ``squeue --json --all`` and ``sacct --json --allusers``
+    (``SLURM_CONF=conf`` when given), each given ``timeout`` seconds.  Accounting covers the
+    last ``accounting_window_s`` seconds; when it cannot be read the view says so
+    (``accounting=False``, ``accounting_note``) instead of failing.  Everything else that
+    cannot be read raises :class:`SourceError`.
+    """
+    if rest_url:
+        base, kind = rest_url.rstrip("/"), "rest"
+        source = f"slurmrestd {base}"
+        headers = {"Accept": "application/json",
+                   **({"X-SLURM-USER-NAME": user} if user else {}),
+                   **({"X-SLURM-USER-TOKEN": token} if token else {})}
+        asks = [f"GET /slurm/{rest_version}/nodes", f"GET /slurm/{rest_version}/jobs",
+                f"GET /slurmdb/{rest_version}/jobs?start_time="
+                f"{int(clock() - accounting_window_s)}"]
+
+        def fetch(ask: str) -> bytes | str:
+            return http_get(base + ask[4:], headers=headers, timeout=timeout, source=source)
+    else:
+        source, kind = SOURCE, "cli"
+        commands = {f"`{' '.join(args)}`": args for args in (
+            ["sinfo", "--json"], ["squeue", "--json", "--all"],
+            ["sacct", "--json", "--allusers", "--starttime",
+             f"now-{int(accounting_window_s)}seconds"])}
+        asks = list(commands)
+
+        def fetch(ask: str) -> bytes | str:
+            return run_command(commands[ask], conf=conf, timeout=timeout)
+    try:
+        return _poll(fetch, *asks, source=source, kind=kind, clock=clock)
+    except SourceError as exc:                      # the parsers say "slurm": name the source
+        raise SourceError(source, exc.problem) from None
+
+
+def _poll(fetch, nodes_at: str, jobs_at: str, accounting_at: str, *, source: str, kind: str,
+          clock) -> SlurmView:
+    nodes, partitions = parse_sinfo(json_load(fetch(nodes_at), source=source, what=nodes_at),
+                                    origin=nodes_at)
+    jobs = parse_squeue(json_load(fetch(jobs_at), source=source, what=jobs_at), origin=jobs_at)
+    try:
+        raw = fetch(accounting_at)
+    except SourceError as exc:                      # no slurmdbd: no accounting, said so
+        return SlurmView(nodes, partitions, jobs, False, clock(), kind, exc.problem)
+    doc = json_load(raw, source=source, what=accounting_at)
+    if (why := _refused(doc, accounting_at)):
+        return SlurmView(nodes, partitions, jobs, False, clock(), kind, why)
+    known = {job.job_id for job in jobs}             # squeue's record is the newer one
+    finished = [job for job in parse_sacct(doc, origin=accounting_at) if job.job_id not in known]
+    return SlurmView(nodes, partitions, jobs + finished, True, clock(), kind)
+
+
+def _refused(doc, what: str) -> str:
+    """Why an answer is a refusal (its ``errors``), or "" when it is not one."""
+    errors = doc.get("errors") if isinstance(doc, dict) else None
+    if not (isinstance(errors, list) and errors):
+        return ""
+    err = errors[0]
+    why = (err.get("description") or err.get("error") or err) if isinstance(err, dict) else err
+    return f"{what} reported an error: {why}"
