@@ -86,7 +86,8 @@
       var what = s.state === "stale" ? " has not answered for a while" :
         s.state === "waiting" ? " not read yet" : " unreachable";
       lines.push(name + what + (s.error ? " (" + s.error + ")" : "") +
-        " — showing the state read " + ageText(s.age_s));
+        (s.state === "waiting" ? "" : s.age_s === null ? " — nothing read from it yet" :
+          " — showing the state read " + ageText(s.age_s)));
     });
     banner.textContent = lines.join(" · ");
     banner.hidden = lines.length === 0;

@@ -215,3 +215,15 @@ def test_jobs_that_swap_nodes_between_two_polls_both_follow(mirror):
     assert changes["rejected"] == [] and sorted(changes["moved"]) == ["a", "b"]
     assert run_named(mirror, "a").placement.nodes.tolist() == [1]
     assert run_named(mirror, "b").placement.nodes.tolist() == [0]
+
+
+def test_ended_jobs_are_forgotten_once_the_scheduler_forgets_them(mirror):
+    """squeue lists an ended job for MinJobAge; the mirror keeps no memory of it after."""
+    done = ObservedJob(key="12", state="ended", gpus=8, reason="COMPLETED")
+    observe(mirror, Observation(jobs=[done]))
+    assert "12" in mirror.mirror.counted
+    observe(mirror, Observation(jobs=[]))
+    assert mirror.mirror.counted == set()
+    observe(mirror, Observation(jobs=[done], complete=False))  # a partial view forgets nothing
+    observe(mirror, Observation(jobs=[], complete=False))
+    assert mirror.mirror.counted == {"12"}
