@@ -187,12 +187,3 @@ async def test_a_mirror_without_an_inventory_refuses_to_start(mirror_settings, d
     with pytest.raises(EngineStartError, match="import_inventory --from-slurm"):
         await drivers(clock=FakeClock(), wall=Wall())
 
-
-def test_a_job_may_declare_its_model_in_its_slurm_comment():
-    from twin.mirror.follow import declared
-    assert declared("") == {} and declared("nightly run") == {}
-    assert declared("nightly twin:params_b=70,tp=8,pp=4") == {"params_b": 70.0, "tp": 8,
-                                                               "pp": 4}
-    for bad in ("twin:layers=80", "twin:params_b=big", "twin:tp=0", "twin:pp=2.5"):
-        with pytest.raises(ValueError):
-            declared(bad)
