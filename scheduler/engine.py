@@ -30,8 +30,9 @@ from scheduler.hardware.cluster import ClusterPlan
 from scheduler.model.ledger import CAPACITY, Ledger
 from scheduler.model.state import ClusterState
 from scheduler.physics.job_speed import Physics
-from scheduler.reliability.checkpoint import CheckpointCosts
+from scheduler.reliability.checkpoint import CheckpointCosts, RestartTimes
 from scheduler.reliability.failure_engine import FailureEngine
+from scheduler.reliability.failures import MODES
 from scheduler.reliability.recovery import Recovery
 from scheduler.reliability.spares import SparePool
 from scheduler.scheduling.admission import Admission
@@ -68,8 +69,9 @@ class Engine:
     checkpoint_interval : None, "auto" or float
         Compute seconds between checkpoints: each job's own (None), Young/Daly from the job's
         failure rate and checkpoint cost ("auto"), or one figure for all.
-    recovery : {"disk", "memory"}
-        Checkpoint to the central tier, or to peers' memory (Gemini) with disk as fallback.
+    recovery : {"disk", "async", "memory"}
+        Checkpoint to the central tier synchronously or asynchronously, or to peers' memory
+        (Gemini) with disk as fallback (:mod:`scheduler.reliability.checkpoint`).
     spares : float, optional
         Fraction of each model's nodes held as hot spares (default: the plan's own).
     physics : bool
@@ -84,6 +86,14 @@ class Engine:
         predecessor stopped, see :func:`scheduler.control.replan.replan`).
     submit : bool
         Submit the workload's jobs (off: the caller carries them over from another engine).
+    restart : RestartTimes, optional
+        Detection override, rescheduling and warm-up times of a restart (default: each
+        failure mode's detection, :data:`~scheduler.reliability.checkpoint.RESCHEDULE_S`,
+        :data:`~scheduler.reliability.checkpoint.WARMUP_S`).
+    failure_modes : tuple of FailureMode, optional
+        The failure processes and their rates (default: the Llama 3 ones,
+        :data:`scheduler.reliability.failures.MODES`); a profile's ``modes``
+        (:func:`scheduler.reliability.profiles.load_profile`).
     """
 
     settings: dict | None = None  # (class defaults: engines pickled before re-planning load)
@@ -101,7 +111,8 @@ class Engine:
                  recovery: str = "disk", spares: float | None = None,
                  physics: bool = False, physics_tick_s: float = 1800.0,
                  physics_max_tick_s: float | None = None, start_s: float = 0.0,
-                 submit: bool = True):
+                 submit: bool = True, restart: RestartTimes | None = None,
+                 failure_modes: tuple | None = None):
         self.plan = plan
         self.workload = workload
         # what a re-planned successor is built with (the plan and the clock aside)
@@ -110,7 +121,8 @@ class Engine:
                          "weibull_shape": weibull_shape,
                          "checkpoint_interval": checkpoint_interval, "recovery": recovery,
                          "spares": spares, "physics": physics, "physics_tick_s": physics_tick_s,
-                         "physics_max_tick_s": physics_max_tick_s}
+                         "physics_max_tick_s": physics_max_tick_s, "restart": restart,
+                         "failure_modes": failure_modes}
         self.replans = 0  # times this run moved onto a changed inventory
         self.kernel = kernel = Kernel(seed, start_s=start_s)
         ctx = Context(kernel)
@@ -120,7 +132,8 @@ class Engine:
         central = [s for s in plan.storage if s.tier == "central"]
         self.costs = costs = CheckpointCosts(
             recovery, write_gb_s=central[0].write_gb_s if central else 0.0,
-            read_gb_s=central[0].read_gb_s if central else 0.0, cluster_gpus=state.n_gpus)
+            read_gb_s=central[0].read_gb_s if central else 0.0, cluster_gpus=state.n_gpus,
+            restart=restart)
         self._ledger = ledger = Ledger(np.array([m.bf16_tflops * 1e12 for m in plan.models]))
         self._cap_key: tuple | None = None
         self._cap_rates = np.zeros((len(CAPACITY), state.n_models))
@@ -137,7 +150,8 @@ class Engine:
         self.reliability = FailureEngine(ctx, plan=plan, state=state, jobs=jobs,
                                          recovery=self.recovery, spares=self.spares,
                                          costs=costs, enabled=failures,
-                                         weibull_shape=weibull_shape)
+                                         weibull_shape=weibull_shape,
+                                         modes=failure_modes or MODES)
         self.burst = CloudBurst(ctx, pools=CloudPools(plan.cloud_pools), jobs=jobs)
         self.fleet = InferenceFleet(ctx, plan=plan, state=state, jobs=jobs,
                                     place=sched.place, services=workload.services,

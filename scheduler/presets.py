@@ -8,6 +8,11 @@ Sources for the shapes (see ``../shared/reference/figures.md``):
 * ``llama3-16k``: "The Llama 3 Herd of Models" (Meta, 2024): 16,384 H100 GPUs on 2,048 nodes, on
   Meta's RoCE cluster (SIGCOMM 2024) of 3,072-GPU pods, 16 GPUs per rack, 1:7 oversubscription
   above the pods; Tectonic storage of 240 PB at 2 TB/s sustained (7 TB/s peak).
+* ``superpod-h100-8su``: the same RA's larger two-tier build, 8 SU of 32 DGX H100 (256 nodes,
+  64 leaves, 32 spines, no core: the RA's "larger DGX SuperPOD" component table); storage at
+  twice the RA's "Best" 4-SU figures (500 / 250 GB/s).
+* ``meta-24k``: Meta's 24,576-GPU RoCE cluster (SIGCOMM 2024; Llama 3 report): 8 zones of
+  3,072 H100 GPUs on chassis spines, 16 GPUs per rack, 1:7 above the zones.
 * ``hyperscale-100k``: compute islands of the same kind, sized past 100,000 GPUs; storage at the
   vendors' rule of thumb of 1 GB/s read per GPU, half that for writes (the RA's 2:1 ratio).
 Cloud prices are assumptions (editable in the admin), not quotes.
@@ -94,6 +99,17 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         "fat-tree", {"radix": 32},
         central_read_gb_s=160.0, central_write_gb_s=80.0, central_capacity_tb=5000.0,
         cloud_pools=(CloudPoolSpec("aws", "us-west-2", "H100-SXM", 512, 4.0, 900),),
+    ),
+    Preset(
+        "superpod-h100-8su", "DGX SuperPOD H100: 8 SUs, 256 nodes, two-tier rail NDR",
+        (NodeGroup("H100-SXM", 256),), "rail", {"nodes_per_su": 32},
+        central_read_gb_s=1000.0, central_write_gb_s=500.0, central_capacity_tb=10_000.0,
+    ),
+    Preset(
+        "meta-24k", "Meta RoCE cluster: 8 zones of 3,072 H100 GPUs on chassis spines, 1:7 above",
+        (NodeGroup("H100-SXM", 3072, nodes_per_rack=2),), "island",
+        {"zone_gpus": 3072, "gpus_per_leaf": 16, "oversubscription": 7.0},
+        central_read_gb_s=2000.0, central_write_gb_s=2000.0, central_capacity_tb=240_000.0,
     ),
 )}
 

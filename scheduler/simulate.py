@@ -22,12 +22,14 @@ from scheduler.control.bounds import (
     CLUSTER_GPUS,
     LOAD,
     OVERSUBSCRIPTION,
+    RESTART_PART,
     Bound,
 )
 from scheduler.engine import Engine
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.presets import PRESETS
-from scheduler.reliability.checkpoint import RECOVERY_MODES
+from scheduler.reliability.checkpoint import RECOVERY_MODES, RestartTimes
+from scheduler.reliability.profiles import PROFILES, load_profile
 from scheduler.report import build_report
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
@@ -84,10 +86,12 @@ class Scenario:
         :data:`scheduler.scheduling.placement.STRATEGIES`.
     failures : bool
         Run the failure processes (False: the failure-free baseline).
-    checkpoint_interval : None, "auto" or float
-        Each job's own interval, Young/Daly from the job's failure rate ("auto"), or seconds.
-    recovery : {"disk", "memory"}
-        Checkpoint to the central tier, or in-memory replicas on peers (Gemini).
+    checkpoint_interval : "auto", "job" or float
+        Young/Daly from each gang's failure rate and checkpoint cost ("auto", the default;
+        ``None`` means the same), each job's own interval ("job"), or seconds for all.
+    recovery : {"disk", "async", "memory"}
+        Checkpoint to the central tier synchronously or asynchronously (snapshot to host
+        memory, persisted in the background), or in-memory replicas on peers (Gemini).
     spares : float, optional
         Fraction of nodes held as hot spares (default: the preset's).
     fabric : str, optional
@@ -104,6 +108,13 @@ class Scenario:
         The physics' adaptive tick grows from 30 min up to this while no gang's speed moves
         (``None``: a fixed 30-min tick).  At 2 h, hyperscale-100k's 30 days differ from the
         fixed tick by +0.13 MFU points (``docs/performance.md``).
+    failure_profile : str
+        The failure rates: a name of :data:`scheduler.reliability.profiles.PROFILES`
+        (``llama3``, the default) or a profile file's path (``docs/failures.md``).
+    detect_s, reschedule_s, warmup_s : float, optional
+        The parts of a restart besides loading, s (``docs/checkpointing.md``): detection
+        (default: each failure mode's own), rescheduling (default 120) and warm-up (default
+        60); each in [0, 86,400].
 
     Examples
     --------
@@ -121,7 +132,7 @@ class Scenario:
     trace: str | os.PathLike | None = None
     placement: str | None = None
     failures: bool = True
-    checkpoint_interval: float | str | None = None
+    checkpoint_interval: float | str | None = "auto"
     recovery: str = "disk"
     spares: float | None = None
     fabric: str | None = None
@@ -129,6 +140,11 @@ class Scenario:
     physics: bool = True
     load: float = 1.0
     physics_max_tick_s: float | None = 7200.0
+    failure_profile: str = "llama3"
+    # checkpointing and restart (issue 15, docs/checkpointing.md)
+    detect_s: float | None = None
+    reschedule_s: float | None = None
+    warmup_s: float | None = None
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -152,10 +168,11 @@ class Scenario:
             if not isinstance(getattr(self, name), bool):
                 raise ScenarioError(f"{name} must be on or off, not {getattr(self, name)!r}")
         ci = self.checkpoint_interval
-        if ci not in (None, "auto") and (not _number(ci) or not (math.isfinite(ci) and ci > 0)):
-            raise ScenarioError("checkpoint interval must be 'auto' or a positive number of "
-                                f"seconds, not {ci!r}")
-        if ci not in (None, "auto"):
+        if ci not in (None, "auto", "job") and (
+                not _number(ci) or not (math.isfinite(ci) and ci > 0)):
+            raise ScenarioError("checkpoint interval must be 'auto', 'job' or a positive number "
+                                f"of seconds, not {ci!r}")
+        if ci not in (None, "auto", "job"):
             self._within("checkpoint interval", ci, CHECKPOINT_INTERVAL)
         self._one_of("recovery", self.recovery, RECOVERY_MODES)
         if self.spares is not None and (not _number(self.spares) or not 0 <= self.spares < 1):
@@ -172,6 +189,17 @@ class Scenario:
         m = self.physics_max_tick_s
         if m is not None and (not _number(m) or not (math.isfinite(m) and m >= 1800.0)):
             raise ScenarioError(f"physics max tick must be a number >= 1800 s, not {m!r}")
+        for name in ("detect_s", "reschedule_s", "warmup_s"):
+            self._within(name, getattr(self, name), RESTART_PART)
+        if not isinstance(self.failure_profile, str) or (
+                self.failure_profile not in PROFILES
+                and not self.failure_profile.endswith(".toml")):
+            raise ScenarioError(f"unknown failure profile {self.failure_profile!r}; choose one "
+                                f"of: {', '.join(PROFILES)} (or a .toml file's path)")
+        try:
+            load_profile(self.failure_profile)
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
         if self.trace is not None and self.load != 1.0:
             raise ScenarioError("load scales a preset's workload; a trace is replayed as it is")
         if self.trace is not None and not Path(self.trace).is_file():
@@ -213,7 +241,8 @@ class Scenario:
                 raise ScenarioError(str(exc)) from None
         scenario: dict = {"preset": self.preset, "days": self.days,
                           "gpus_requested": self.gpus, "trace": None, "trace_source": None,
-                          "load": self.load, "physics_max_tick_s": self.physics_max_tick_s}
+                          "load": self.load, "physics_max_tick_s": self.physics_max_tick_s,
+                          "failure_profile": self.failure_profile}
         if self.trace is None:
             rng = Streams(seed).rng("workload")
             workload = scenario_workload(self.preset, plan, days=self.days, rng=rng,
@@ -224,10 +253,25 @@ class Scenario:
                             trace_jobs_in_file=workload.meta.get("jobs_in_file"))
         engine = Engine(plan, workload, seed=seed, policy=self.policy,
                         placement=self.placement, failures=self.failures,
-                        checkpoint_interval=self.checkpoint_interval, recovery=self.recovery,
+                        checkpoint_interval=self.engine_interval(), recovery=self.recovery,
                         spares=self.spares, physics=self.physics,
-                        physics_max_tick_s=self.physics_max_tick_s)
+                        physics_max_tick_s=self.physics_max_tick_s,
+                        restart=self.restart_times(),
+                        failure_modes=load_profile(self.failure_profile).modes)
         return engine, scenario
+
+    def engine_interval(self):
+        """The engine's ``checkpoint_interval``: ``"auto"``, ``None`` (each job's own) or s."""
+        ci = self.checkpoint_interval
+        return "auto" if ci is None else None if ci == "job" else ci
+
+    def restart_times(self) -> RestartTimes:
+        """The restart's detection override, rescheduling and warm-up, defaults filled in."""
+        d = RestartTimes()
+        return RestartTimes(
+            detect_s=None if self.detect_s is None else float(self.detect_s),
+            reschedule_s=d.reschedule_s if self.reschedule_s is None else float(self.reschedule_s),
+            warmup_s=d.warmup_s if self.warmup_s is None else float(self.warmup_s))
 
     def options(self) -> dict:
         """The fields as a plain dict (for a report or a study's arm)."""

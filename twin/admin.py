@@ -42,7 +42,7 @@ def _report(modeladmin, request, n: int, what: str) -> None:
 
 @admin.register(m.Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "preset", "fabric_kind", "created_at")
+    list_display = ("name", "preset", "fabric_kind", "failure_profile", "created_at")
     readonly_fields = ("summary", "fabric_params", "created_at")
     search_fields = ("name",)
 

@@ -27,8 +27,11 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from scheduler.live import live_frame, live_placement
+from scheduler.reliability.profiles import DEFAULT as PROFILE_DEFAULT
+from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import Scenario
 from twin import broadcast, command_log, selectors, services
+from twin import models as m
 from twin.conf import app_setting
 from twin.driver_inventory import InventoryFollowing, _cluster_preset, _inventory_read
 from twin.driver_log import CommandLogging
@@ -49,6 +52,16 @@ SCENARIO_DAYS = 366
 
 MAX_CATCH_UP_S = 60.0
 """Most wall seconds one step makes up for (after a suspended machine, not a slow step)."""
+
+
+def _failure_profile_read(inv: Inventory | None) -> str:
+    """The running cluster's failure profile (the default without a cluster)."""
+    name = (m.Cluster.objects.filter(pk=inv.cluster_id).values_list("failure_profile", flat=True)
+            .first() if inv is not None else None)
+    if name and name not in PROFILES:
+        logger.warning("cluster failure profile %r is not shipped; the live engine draws %s",
+                       name, PROFILE_DEFAULT)
+    return name if name in PROFILES else PROFILE_DEFAULT
 
 
 class EngineStartError(RuntimeError):
@@ -90,6 +103,7 @@ class EngineDriver(InventoryFollowing, CommandLogging, MirrorFollowing):
                                   else snapshot_in_child)
         self.engine = None
         self.inv: Inventory | None = None  # what runs (None: no cluster, the preset runs)
+        self.failure_profile = PROFILE_DEFAULT  # the cluster's, read at start
         self._last_poll_wall: float | None = None  # when the inventory's revision was read
         self.replan_summary: dict | None = None  # what the last re-plan moved
         self._events_saved = 0  # engine log lines kept in the database so far
@@ -139,6 +153,7 @@ class EngineDriver(InventoryFollowing, CommandLogging, MirrorFollowing):
             logger.warning("live engine: removed %d snapshot file(s) a killed engine left: %s",
                            len(left), ", ".join(left))
         self.inv = await database_sync_to_async(_inventory_read)()
+        self.failure_profile = await database_sync_to_async(_failure_profile_read)(self.inv)
         if self.mirroring and self.inv is None:
             problem = str(MirrorError())
             await database_sync_to_async(services.live_state_health_set)(
@@ -219,7 +234,8 @@ class EngineDriver(InventoryFollowing, CommandLogging, MirrorFollowing):
         if self.mirroring:
             return self._mirror_build()
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
-                             failures=True, physics=True).engine(plan=self.plan)
+                             failures=True, physics=True,
+                             failure_profile=self.failure_profile).engine(plan=self.plan)
         # the run's name: its inventory and cluster (a rebuilt look-alike is another twin)
         engine.lineage = f"{self.inventory}:{self.inv.cluster_id}" if self.inv else None
         self._statuses_apply(engine)

@@ -319,8 +319,9 @@ def plan_fingerprint(plan: ClusterPlan) -> str:
                 f.switch_pod, f.switch_rail, f.endpoint_leaf, f.link_a, f.link_b, f.link_kind):
         h.update(np.asarray(arr, dtype=np.int64).tobytes())
         h.update(b"|")
-    def canon(x):  # 1000 and 1000.0 (a row read back) are the same figure
-        return tuple(v if isinstance(v, str) else float(v) for v in dataclasses.astuple(x))
+    def canon(x):  # 1000 and 1000.0 (a row read back) are the same figure; None stays None
+        return tuple(v if v is None or isinstance(v, str) else float(v)
+                     for v in dataclasses.astuple(x))
     h.update(repr((f.kind, [a.name for a in plan.models],
                    [canon(x) for x in plan.node_shape + plan.storage + plan.cloud_pools])
                   ).encode())

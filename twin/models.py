@@ -12,6 +12,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from scheduler.control.params import fraction
+from scheduler.reliability.profiles import DEFAULT as DEFAULT_PROFILE
+from scheduler.reliability.profiles import PROFILES
 
 positive = [MinValueValidator(0.000001, message="must be positive")]
 non_negative = [MinValueValidator(0, message="cannot be negative")]
@@ -30,6 +32,10 @@ class Cluster(models.Model):
         default=0, editable=False,
         help_text="Bumped by every structural edit (racks, nodes, GPUs, switches, cables, "
                   "storage): the live engine re-plans when it moves")
+    failure_profile = models.CharField(
+        max_length=64, default=DEFAULT_PROFILE, choices=[(p, p) for p in PROFILES],
+        help_text="Failure rates the live engine draws (scheduler/reliability/profiles, "
+                  "docs/failures.md); a fresh engine takes a change")
 
     def __str__(self) -> str:
         return self.name
@@ -529,3 +535,20 @@ class WhatIf(models.Model):
 
     def __str__(self) -> str:
         return f"what-if #{self.pk} ({self.status})"
+
+
+class HistorySample(models.Model):
+    """The live engine's fleet, tenant and power figures at one simulated time (``twin.history``:
+    one row every ``HISTORY_STEP_S`` simulated seconds, per run)."""
+
+    run = models.CharField(max_length=120, help_text="The run's key (as the event log's)")
+    t_sim = models.FloatField("simulated time s")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    values = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["run", "t_sim"]
+        indexes = [models.Index(fields=["run", "t_sim"], name="history_run_t")]
+
+    def __str__(self) -> str:
+        return f"history of {self.run} at t={self.t_sim:.0f} s"

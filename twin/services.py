@@ -20,8 +20,8 @@ from scheduler.control.bounds import drill_params
 from scheduler.control.drills import KINDS
 from scheduler.control.params import fraction
 from scheduler.live import in_ranges
+from twin import history, selectors
 from twin import models as m
-from twin import selectors
 from twin.broadcast import command_send
 from twin.conf import app_setting
 from twin.inventory import EngineIds, storage_command
@@ -409,6 +409,8 @@ def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_e
         fields["placement"] = placement
     if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
         m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+    if inventory and frame.get("util"):
+        history.record(run=inventory, t_sim=t_sim, frame=frame)
 
 
 def live_state_health_set(*, health: str, last_error: str | None = None) -> None:

@@ -224,6 +224,11 @@ CLUSTERTWIN = {
     # Prometheus scraping the DCGM exporter ("" = no telemetry source)
     "PROMETHEUS_URL": env_str("CLUSTERTWIN_PROMETHEUS_URL", ""),
     "PROMETHEUS_TOKEN": env_str("CLUSTERTWIN_PROMETHEUS_TOKEN", ""),
+    # history (twin.history): one sample every HISTORY_STEP_S simulated seconds, kept for
+    # HISTORY_RETENTION_S simulated seconds
+    "HISTORY_STEP_S": env_float("CLUSTERTWIN_HISTORY_STEP_S", 300.0, minimum=1.0),
+    "HISTORY_RETENTION_S": env_float("CLUSTERTWIN_HISTORY_RETENTION_S", 90 * 86400.0,
+                                     minimum=3600.0),
 }
 SOURCES = ("simulate", "mirror")
 if CLUSTERTWIN["SOURCE"] not in SOURCES:

@@ -38,6 +38,7 @@ urlpatterns = [
     path("api/state", views.api_state, name="api-state"),
     path("api/jobs", views.api_jobs, name="api-jobs"),
     path("api/events", views.api_events, name="api-events"),
+    path("api/history", views.api_history, name="api-history"),
     path("api/drills", views.api_drills, name="api-drills"),
     path("api/whatif", views_whatif.api_whatif, name="api-whatif"),
     path("api/whatif/<engine_id:pk>", views_whatif.api_whatif_detail, name="api-whatif-detail"),

@@ -8,6 +8,7 @@ Pages render their layout once; their numbers arrive over the WebSocket
 from __future__ import annotations
 
 import json
+import math
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -17,7 +18,7 @@ from django.views import csrf, defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from scheduler.live import in_ranges
-from twin import floor, selectors, services
+from twin import floor, history, selectors, services
 from twin.forms import KIND_PARAMS, DrillForm
 from twin.inventory import EngineIds
 
@@ -179,6 +180,45 @@ def api_events(request):
     filters = {k: request.GET.get(k, "")[:200] for k in ("kind", "component", "job")}
     return JsonResponse({**_live_head(live), **selectors.engine_events_page(
         inventory=live.inventory, page=page, per_page=per_page, **filters)})
+
+
+@require_GET
+def api_history(request):
+    """``?metric=`` of the run now live between ``?from=`` and ``?to=`` (simulated seconds;
+    default the whole run; ``?last=S``: the last S seconds), averaged into ``?step=`` seconds
+    (``twin.history``).  Without ``metric``: the series this run has."""
+    live, error = _live_or_error()
+    if error:
+        return error
+    metric = request.GET.get("metric", "")[:200]
+    if not metric:
+        return JsonResponse({**_live_head(live), "metrics": {
+            k: {"label": label, "unit": unit}
+            for k, (label, unit) in history.known(live.inventory).items()}})
+    try:
+        numbers = {k: _finite(request.GET[k], k) for k in ("from", "to", "last", "step")
+                   if request.GET.get(k, "") != ""}
+        if "last" in numbers:
+            if "from" in numbers:
+                raise ValueError("give 'from' or 'last', not both")
+            numbers["from"] = live.t_sim - numbers.pop("last")
+        if numbers.get("step", 1.0) <= 0:
+            raise ValueError("step must be a positive number of seconds")
+        answer = history.series(run=live.inventory, metric=metric, t_from=numbers.get("from"),
+                                t_to=numbers.get("to"), step=numbers.get("step"))
+    except ValueError as exc:
+        return _error(str(exc), 400)
+    return JsonResponse({**_live_head(live), **answer})
+
+
+def _finite(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, not {text[:40]!r}") from None
+    if not math.isfinite(value) or abs(value) > 1e12:
+        raise ValueError(f"{name} must be a finite number of seconds within ±1e12")
+    return value
 
 
 def drill_json(drill, *, viewer) -> dict:

@@ -35,6 +35,10 @@ checkpoint interval     [60, 31,622,400] s      a job's ``checkpoint_interval_s`
                                                 ``--checkpoint-interval``: at most once a minute;
                                                 a year (the longest run) means never; 0 would
                                                 divide by 0
+restart ``detect_s``,   [0, 86,400] s           simulate's restart parts; 0 is an instant one; a
+``reschedule_s``,                               day is past any published hang or relaunch (the
+``warmup_s``                                    NCCL watchdog's default is 10 min, silent data
+                                                corruption is found within hours)
 job ``checkpoint_gb``   [0, 1,000,000] GB       1 PB is a 70-trillion-parameter model at 14 bytes
                                                 per parameter
 job host demands per    [0, 1e9)                finite cores, GB and Gb/s (nan compares false and
@@ -198,6 +202,7 @@ LOAD = Bound(0.0, 100.0)
 YEAR_S = 366 * DAY_S
 CHECKPOINT_INTERVAL = Bound(60.0, YEAR_S, "s", low_open=False, note="366 days")
 CHECKPOINT_GB = Bound(0.0, 1e6, "GB", low_open=False)
+RESTART_PART = Bound(0.0, DAY_S, "s", low_open=False, note="a day")
 HOST_DEMAND = Bound(0.0, 1e9, low_open=False, high_open=True)
 TIME_S = Bound(0.0, 1e10, "s", low_open=False, high_open=True)
 TRACE_DURATION = Bound(0.0, YEAR_S, "s", low_open=False, note="366 days")

@@ -39,6 +39,14 @@ class Accelerator:
         Idle power, W (assumed 15-20 % of TDP; no vendor publishes it).
     per_node : int
         Accelerators per standard node of this model.
+    memory_kind : str
+        HBM generation, e.g. ``"HBM3"``.
+    nvswitch_gen : int
+        NVSwitch generation of the scale-up fabric; 0 where there is none (AMD, Intel,
+        Google, Huawei).  NVLink SHARP (NVLS, in-switch reduction) needs generation 3 or later
+        (the NVSwitch of HGX H100/H200; generation 4 on HGX B200 and GB200 NVL72); the
+        second-generation NVSwitch of HGX A100 does not reduce (NVIDIA Hopper architecture
+        whitepaper, "third-generation NVSwitch ... SHARP in-network reductions").
     unconfirmed : tuple of str
         Names of fields whose figure is not published by the vendor or is disputed.
     source : str
@@ -55,6 +63,7 @@ class Accelerator:
     idle_w: float
     per_node: int = 8
     memory_kind: str = ""
+    nvswitch_gen: int = 0
     unconfirmed: tuple[str, ...] = field(default_factory=tuple)
     source: str = ""
 
@@ -62,6 +71,15 @@ class Accelerator:
     def power_w(self) -> float:
         """TDP for power budgeting; where unpublished, 450 W is assumed (flagged)."""
         return self.tdp_w if self.tdp_w is not None else 450.0
+
+    @property
+    def nvls(self) -> bool:
+        """Whether the scale-up switches reduce in the network (NVLink SHARP).
+
+        >>> CATALOG["H100-SXM"].nvls, CATALOG["A100-SXM4-80GB"].nvls, CATALOG["MI300X"].nvls
+        (True, False, False)
+        """
+        return self.nvswitch_gen >= NVLS_MIN_NVSWITCH_GEN
 
     def satisfies(self, *, min_hbm_gb: float = 0.0, min_bf16_tflops: float = 0.0,
                   vendors: tuple[str, ...] | None = None) -> bool:
@@ -77,15 +95,34 @@ class Accelerator:
         return self.hbm_gb >= min_hbm_gb and self.bf16_tflops >= min_bf16_tflops
 
 
+NVLS_MIN_NVSWITCH_GEN = 3
+"""First NVSwitch generation with NVLink SHARP in-switch reduction (Hopper, 2022)."""
+
 _MODELS = (
     Accelerator("H100-SXM", "NVIDIA", 989.0, 80.0, 3.35, 900.0, 8, 700.0, 120.0,
-                memory_kind="HBM3", source="NVIDIA H100 datasheet; Llama 3 report"),
+                memory_kind="HBM3", nvswitch_gen=3,
+                source="NVIDIA H100 datasheet; Llama 3 report"),
     Accelerator("H200-SXM", "NVIDIA", 989.0, 141.0, 4.8, 900.0, 8, 700.0, 120.0,
-                memory_kind="HBM3e", source="NVIDIA H200 datasheet; MLPerf v4.1 systems"),
+                memory_kind="HBM3e", nvswitch_gen=3,
+                source="NVIDIA H200 datasheet; MLPerf v4.1 systems"),
     Accelerator("B200", "NVIDIA", 2250.0, 180.0, 7.7, 1800.0, 8, 1000.0, 160.0,
-                memory_kind="HBM3e", source="NVIDIA HGX B200 spec table"),
+                memory_kind="HBM3e", nvswitch_gen=4, source="NVIDIA HGX B200 spec table"),
     Accelerator("GB200", "NVIDIA", 2500.0, 186.0, 8.0, 1800.0, 72, 1200.0, 180.0, per_node=4,
-                memory_kind="HBM3e", source="NVIDIA GB200 NVL72 spec table (per GPU)"),
+                memory_kind="HBM3e", nvswitch_gen=4,
+                source="NVIDIA GB200 NVL72 spec table (per GPU)"),
+    Accelerator("A100-SXM4-40GB", "NVIDIA", 312.0, 40.0, 1.555, 600.0, 8, 400.0, 70.0,
+                memory_kind="HBM2", nvswitch_gen=2,
+                source="NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4): "
+                       "BF16 312 dense, 1,555 GB/s, NVLink3 600 GB/s, 400 W SXM"),
+    Accelerator("A100-SXM4-80GB", "NVIDIA", 312.0, 80.0, 2.039, 600.0, 8, 400.0, 70.0,
+                memory_kind="HBM2e", nvswitch_gen=2,
+                source="NVIDIA A100 datasheet (r4): BF16 312 dense, 2,039 GB/s, NVLink3 "
+                       "600 GB/s, 400 W SXM"),
+    Accelerator("H800-SXM", "NVIDIA", 989.0, 80.0, 3.35, 400.0, 8, 700.0, 120.0,
+                memory_kind="HBM3", nvswitch_gen=3, unconfirmed=("scaleup_gb_s",),
+                source="export variant of H100 SXM: H100 compute and memory, NVLink cut to "
+                       "400 GB/s (second-hand; DeepSeek-V3 report, section 3.1, H800 "
+                       "clusters)"),
     Accelerator("MI300X", "AMD", 1307.0, 192.0, 5.3, 896.0, 8, 750.0, 130.0,
                 memory_kind="HBM3", source="AMD Instinct MI300X datasheet; MLPerf systems"),
     Accelerator("MI325X", "AMD", 1307.0, 256.0, 6.0, 896.0, 8, 1000.0, 160.0,

@@ -17,6 +17,7 @@ import numpy as np
 from scheduler.hardware.catalog import Accelerator, get
 from scheduler.physics import power
 from scheduler.physics.fabric import build_fabric
+from scheduler.physics.fabric.optics import COMPUTE_MODULE, compute_optics, support_fabrics
 from scheduler.physics.fabric.topology import TIERS, Fabric
 
 RACKS_PER_ROW = 16
@@ -46,12 +47,21 @@ class NodeGroup:
 
 @dataclass(frozen=True)
 class StorageSpec:
+    """One storage system: aggregate read/write GB/s, and (central tier) per-node ceilings.
+
+    ``node_read_gb_s`` / ``node_write_gb_s``: what the tier delivers to one node, GB/s; ``None``
+    takes the DGX SuperPOD RA's "Best" single-node figures
+    (:data:`scheduler.physics.storage.NODE_CEILINGS_GB_S`).
+    """
+
     name: str
     tier: str  # "central" or "nvme"
     capacity_tb: float
     read_gb_s: float
     write_gb_s: float
     gpudirect: bool = False
+    node_read_gb_s: float | None = None
+    node_write_gb_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -121,9 +131,9 @@ class ClusterPlan:
         """The JSON summary printed by ``build_cluster --json``."""
         tiers = np.bincount(self.fabric.switch_tier, minlength=len(TIERS))
         links = self.cabled_links()
-        transceivers = 2 * links
-        switch_kw = power.SWITCH_KW * self.fabric.n_switches()
-        optics_kw = transceivers * power.TRANSCEIVER_W / 1000.0
+        transceivers = self.fabric.transceivers()
+        modules, _ = compute_optics(self.fabric)
+        support = support_fabrics(self.n_nodes)
         by_model = {m.name: int(self.node_gpus[self.node_model == i].sum())
                     for i, m in enumerate(self.models)}
         return {
@@ -139,12 +149,15 @@ class ClusterPlan:
             "switches": {tier: int(n) for tier, n in zip(TIERS, tiers, strict=True)},
             "links": links,
             "transceivers": transceivers,
+            "optic_modules": {COMPUTE_MODULE: modules},
+            "support_switches": {f.name: f.switches for f in support},
             "storage": [{"name": s.name, "tier": s.tier, "capacity_tb": s.capacity_tb,
                          "read_gb_s": s.read_gb_s, "write_gb_s": s.write_gb_s}
                         for s in self.storage],
             "cloud_pools": [{"provider": c.provider, "region": c.region, "model": c.model,
                              "max_gpus": c.max_gpus} for c in self.cloud_pools],
-            "it_power_kw": round(float(self.node_kw().sum()) + switch_kw + optics_kw, 1),
+            "network_kw": round(power.network_kw(self), 1),
+            "it_power_kw": round(float(self.node_kw().sum()) + power.network_kw(self), 1),
         }
 
 

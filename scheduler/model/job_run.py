@@ -1,10 +1,12 @@
 """A training job's life in the engine: queued, running in segments, preempted, finished.
 
 A run segment starts with a restart overhead (booked as recovery), then alternates ``I``
-seconds of compute with a ``W``-second checkpoint write (booked as checkpoint stall).  The
-books of a segment follow in closed form from its elapsed time, so the engine needs no event
-per checkpoint: an interrupted segment keeps the compute up to its last finished checkpoint and
-loses the rest.
+seconds of compute with a ``W``-second checkpoint stall (booked as checkpoint stall).  A
+checkpoint becomes usable for a restart ``L`` seconds after its stall ends (``L = 0`` for a
+synchronous write; the background persist of an asynchronous one; the replication of an
+in-memory one).  The books of a segment follow in closed form from its elapsed time, so the
+engine needs no event per checkpoint: an interrupted segment keeps the compute up to its last
+usable checkpoint and loses the rest.
 """
 
 from __future__ import annotations
@@ -32,15 +34,18 @@ class SegmentBooks:
 
 
 def segment_books(elapsed_s: float, restart_s: float, interval_s: float,
-                  write_s: float) -> SegmentBooks:
+                  write_s: float, lag_s: float = 0.0) -> SegmentBooks:
     """Split ``elapsed_s`` of a segment into recovery, compute and checkpoint stall.
 
-    ``saved_s`` is the compute covered by a finished checkpoint.
+    ``saved_s`` is the compute covered by a usable checkpoint: one whose stall ended at least
+    ``lag_s`` ago (``lag_s`` at most one cycle, ``interval_s + write_s``).
 
     >>> b = segment_books(250.0, 10.0, 100.0, 20.0)  # 10 restart, 2 cycles of 120, 0 left
     >>> b.recovery_s, b.computed_s, b.saved_s, b.stall_s
     (10.0, 200.0, 200.0, 40.0)
     >>> segment_books(175.0, 0.0, 100.0, 20.0).saved_s  # 2nd checkpoint still being written
+    100.0
+    >>> segment_books(250.0, 0.0, 100.0, 5.0, lag_s=50.0).saved_s  # 2nd ended 40 s ago
     100.0
     """
     recovery = min(elapsed_s, restart_s)
@@ -52,7 +57,8 @@ def segment_books(elapsed_s: float, restart_s: float, interval_s: float,
     rem = t - c * cycle
     computed = c * interval_s + min(rem, interval_s)
     stall = c * write_s + max(0.0, rem - interval_s)
-    return SegmentBooks(recovery, computed, c * interval_s, stall)
+    usable = c if rem >= lag_s else max(0, c - 1)
+    return SegmentBooks(recovery, computed, usable * interval_s, stall)
 
 
 def segment_length(need_s: float, restart_s: float, interval_s: float, write_s: float) -> float:
@@ -79,7 +85,7 @@ class JobRun:
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
         "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk", "end_key",
-        "gpus")
+        "gpus", "lag_s")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -96,6 +102,7 @@ class JobRun:
         self.seg_start = 0.0
         self.restart_s = 0.0
         self.write_s = 0.0
+        self.lag_s = 0.0  # a checkpoint is usable this long after its stall (persist, replica)
         self.interval_s = spec.checkpoint_interval_s
         self.event = None  # the run's own next event (a kernel Handle), cancelled if moot
         self.first_start: float | None = None
@@ -129,4 +136,5 @@ class JobRun:
 
     def books_at(self, t: float) -> SegmentBooks:
         """Books of the open segment if it were closed at ``t``."""
-        return segment_books(t - self.seg_start, self.restart_s, self.interval_s, self.write_s)
+        return segment_books(t - self.seg_start, self.restart_s, self.interval_s, self.write_s,
+                             self.lag_s)

@@ -4,9 +4,13 @@ Calibration (see ``../shared/reference/figures.md``):
 
 * DGX H100: about 10.2 kW with 8 x 700 W GPUs, so about 4.6 kW goes to the host (CPUs,
   NVSwitches, NICs, fans, drives): 0.575 kW per accelerator slot, applied to every model.
-* Transceivers: a 400G single-port module draws 8-9 W; we book 8.5 W per link end.
+* Optics per module type (:mod:`scheduler.physics.fabric.optics`): 400G single-port 8-9 W,
+  800G twin-port 15 W multimode / 17 W single-mode; the compute fabric uses twin-port
+  multimode modules as the DGX SuperPOD RA does (7.5 W per link end, not 8.5).
 * Switches: a 64 x 400G NDR switch without optics is taken as 1.0 kW (assumed; the vendor
   publishes a maximum, not a typical draw).
+* The storage, in-band and out-of-band fabrics are in the network roll-up too
+  (:func:`scheduler.physics.fabric.optics.support_fabrics`).
 """
 
 from __future__ import annotations
@@ -17,13 +21,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.hardware.catalog import Accelerator
+from scheduler.physics.fabric.optics import (
+    COMPUTE_MODULE,
+    COMPUTE_SWITCH_KW,
+    OPTICS,
+    compute_optics,
+    support_fabrics,
+)
 
 if TYPE_CHECKING:
     from scheduler.hardware.cluster import ClusterPlan
 
 HOST_KW_PER_ACCELERATOR = 4.6 / 8
-TRANSCEIVER_W = 8.5
-SWITCH_KW = 1.0
+TRANSCEIVER_W = OPTICS[COMPUTE_MODULE].watts / OPTICS[COMPUTE_MODULE].ports
+"""Compute-fabric optics per link end, W (a twin-port 15 W module serves two ends)."""
+SWITCH_KW = COMPUTE_SWITCH_KW
 
 
 def node_kw(model: Accelerator, count: int) -> float:
@@ -99,13 +111,18 @@ def node_power_kw(model: Accelerator, count: int, utilisation) -> float:
     return float(count * (gpu_power_w(model, utilisation) + host_power_w(utilisation)) / 1000.0)
 
 
-def network_kw(plan: ClusterPlan) -> float:
+def network_kw(plan: ClusterPlan, *, module: str = COMPUTE_MODULE,
+               support: bool = True) -> float:
     """Switches and optics, kW: not in the compute racks, so booked to the facility's IT load.
 
-    One transceiver per end of every cabled link (as ``ClusterPlan.summary``); both draw the
-    same at any load.
+    Compute fabric: :data:`SWITCH_KW` per switch and ``module`` optics on every optical link
+    end (as ``ClusterPlan.summary``); with ``support``, the storage, in-band and out-of-band
+    fabrics of the plan's nodes too.  All draw the same at any load.
     """
-    return SWITCH_KW * plan.fabric.n_switches() + 2 * plan.cabled_links() * TRANSCEIVER_W / 1e3
+    kw = SWITCH_KW * plan.fabric.n_switches() + compute_optics(plan.fabric, module)[1]
+    if support:
+        kw += sum(f.kw() for f in support_fabrics(plan.n_nodes))
+    return kw
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,16 @@ bounce buffer, then copied to the GPUs.  NVIDIA's GDS announcement (developer bl
 50 GB/s from system memory to the GPUs of a DGX-2, against over 200 GB/s from drives and NICs
 straight to the GPUs; carried over to newer nodes unchanged (assumed)."""
 
+NODE_CEILINGS_GB_S = {"good": (4.0, 2.0), "better": (8.0, 4.0), "best": (40.0, 20.0)}
+"""Single-node read / write GB/s a central tier delivers to one node, per storage tier of the
+DGX SuperPOD H100 RA (RA-11333-001, storage guidance table; figures.md).  The RA adds that a
+GDS-enabled application "should be able to read data at over 40 GBps" from the storage fabric."""
+
+NODE_READ_GB_S, NODE_WRITE_GB_S = NODE_CEILINGS_GB_S["best"]
+"""Per-node ceilings used when a plan's central :class:`StorageSpec` gives none: the RA's
+"Best" tier, the only one sized for large training jobs.  Both lie below the node's storage
+NICs (:data:`~scheduler.reliability.checkpoint.NODE_STORAGE_GB_S`, 2 x 400 Gb/s line rate)."""
+
 MIXED_READ_WRITE = True
 """Whether reads and writes share one budget on the central tier: ``read/R + write/W <= 1``.
 The DGX SuperPOD RA sizes every tier at a 2:1 read:write ratio, as parity on the storage
@@ -118,6 +128,30 @@ def max_min_share(want, capacity: float, weight=None) -> np.ndarray:
     level = (capacity - prefix) / rest_weight
     k = int(np.argmax(level < r))
     return np.minimum(want, level[k] * weight)
+
+
+def checkpoint_share_gb_s(tier_gb_s: float, *, nodes: int, other_duty_nodes: float,
+                          node_cap_gb_s: float) -> float:
+    """Bandwidth one job's checkpoint write (or restore) gets from a central tier, GB/s.
+
+    The tier is shared in proportion to nodes (the weights :meth:`StorageModel.supply` uses)
+    among the jobs moving checkpoints at the same time; another job that does so a fraction
+    ``d`` of the time counts as ``d`` of its nodes (``other_duty_nodes``: the sum over the
+    others), the expected contention, so no event per write is needed.  The job never gets
+    more than its nodes' storage NICs (``nodes x node_cap_gb_s``).  An idle tier serves one
+    job at the per-node or per-tier limit, whichever is lower.
+
+    >>> checkpoint_share_gb_s(2000.0, nodes=16, other_duty_nodes=0.0, node_cap_gb_s=100.0)
+    1600.0
+    >>> checkpoint_share_gb_s(2000.0, nodes=64, other_duty_nodes=0.0, node_cap_gb_s=100.0)
+    2000.0
+    >>> checkpoint_share_gb_s(2000.0, nodes=64, other_duty_nodes=64.0, node_cap_gb_s=100.0)
+    1000.0
+    """
+    if tier_gb_s <= 0 or nodes <= 0:
+        return 0.0
+    share = tier_gb_s * nodes / (nodes + max(0.0, other_duty_nodes))
+    return min(share, nodes * node_cap_gb_s)
 
 
 def token_bytes(vision=None, n: int | None = None) -> np.ndarray:
@@ -200,6 +234,12 @@ class StorageModel:
         self.central_write_gb_s = central.write_gb_s if central else 0.0
         nodes = max(1, plan.n_nodes)
         self.node_nvme_read_gb_s = nvme.read_gb_s / nodes if nvme else 0.0
+        ceil_r = getattr(central, "node_read_gb_s", None) or NODE_READ_GB_S
+        ceil_w = getattr(central, "node_write_gb_s", None) or NODE_WRITE_GB_S
+        self.node_read_gb_s = min(ceil_r, NODE_STORAGE_GB_S)
+        """Central-tier read ceiling of one node, GB/s (RA per-node figure, capped by its NICs)."""
+        self.node_write_gb_s = min(ceil_w, NODE_STORAGE_GB_S)
+        """Central-tier write ceiling of one node, GB/s (checkpoint writes)."""
         self.gpudirect_central = bool(central.gpudirect) if central else False
         self.gpudirect_nvme = bool(nvme.gpudirect) if nvme else False
         if gpudirect is not None:
@@ -284,7 +324,7 @@ class StorageModel:
 
         demand = tokens_per_s * bpt / 1e9
         hit = cache_hit_rate(cache_gb, data, passes)
-        nic = nodes * NODE_STORAGE_GB_S
+        nic = nodes * self.node_read_gb_s
         bounce = nodes * BOUNCE_GB_S_PER_NODE
         cache_ask = hit * demand
         cache_got = np.minimum(cache_ask, nodes * node_nvme)

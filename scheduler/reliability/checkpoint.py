@@ -1,12 +1,28 @@
-"""Checkpoint write and restore times, uncontended.
+"""Checkpoint write and restore times, and how a job's checkpoints are kept.
 
-A job's share of the central tier is proportional to its GPUs (the tier is sized per GPU, the
-vendors' rule of thumb of about 1 GB/s per GPU, figures.md), capped by the storage NICs of its
-nodes.  Contention between jobs is the storage model's business (a later layer); this module
-gives the per-job figures the engine books.
+Three checkpoint modes (:data:`CHECKPOINT_MODES`):
+
+* ``disk``: synchronous to the central tier; training stalls for the whole write.
+* ``async``: asynchronous to disk (CheckFreq, FAST 2021; PyTorch DCP ``async_save``): the stall
+  is only the device-to-host snapshot; persisting from host memory runs in the background, and a
+  failure before it finishes loses back to the previous persisted checkpoint.
+* ``memory``: Gemini (SOSP 2023): the snapshot is replicated to peers' CPU memory, which is
+  what a restart restores from; a copy is persisted to disk every :data:`DISK_PERSIST_S`, and a
+  failure that takes out a whole replica group falls back to it.
+
+Bandwidth: a job writes (and restores) at its node-weighted share of the central tier among the
+jobs expected to use it at the same time (:class:`TierLoad`, with the sharing rule of
+:func:`scheduler.physics.storage.checkpoint_share_gb_s`), capped by its nodes' storage NICs: an
+idle tier serves one job at the per-node or per-tier limit, not only at its GPU share.
+
+A restart is split into detection (the failure mode's own, :mod:`~scheduler.reliability.failures`,
+unless overridden), rescheduling, loading (restore bandwidth as above) and warm-up
+(:class:`RestartTimes`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,13 +30,70 @@ NODE_STORAGE_GB_S = 100.0
 """Storage bandwidth one node can drive, GB/s: a DGX H100 has two dual-port 400G cards for
 storage and in-band traffic (figures.md); one 400 Gb/s port each is 100 GB/s."""
 
-RESTART_FIXED_S = 180.0
-"""Relaunch, rendezvous and NCCL communicator set-up before the restore, s (assumed: the
-Llama 3 report and MegaScale describe restarts of minutes but give no split)."""
+RESCHEDULE_S = 120.0
+"""Rescheduling: relaunch of the job's processes, rendezvous, NCCL communicator set-up, s
+(assumed: the Llama 3 report and MegaScale describe restarts of minutes but give no split)."""
+
+WARMUP_S = 60.0
+"""Warm-up: the first slow iterations after a restore (allocator, compile and NCCL caches), s
+(assumed; with :data:`RESCHEDULE_S` it keeps the earlier 180 s fixed restart cost)."""
+
+RESTART_FIXED_S = RESCHEDULE_S + WARMUP_S
+"""The restart's fixed part (rescheduling plus warm-up) at the defaults, s."""
+
+HOST_COPY_GB_S = 25.0
+"""Device-to-host snapshot per GPU, GB/s (PCIe Gen5 x16 at about half its 64 GB/s line rate;
+assumed): the only stall of an asynchronous or in-memory checkpoint."""
+
+NODE_RDMA_GB_S = 400.0
+"""Peer-to-peer restore bandwidth per node, GB/s: 8 x 400 Gb/s compute NICs (figures.md)."""
+
+REPLICATION_GB_S_PER_NODE = 50.0
+"""Bandwidth one node gives to replicating its checkpoint shard to its peers' CPU memory, GB/s
+(assumed: Gemini interleaves checkpoint traffic with training traffic in the network's idle
+time, so it gets a fraction of the 400 GB/s of compute NICs; one eighth here).  The in-memory
+copy of a checkpoint is complete only this long after its snapshot."""
+
+DISK_PERSIST_S = 3 * 3600.0
+"""With in-memory checkpoints, how often one is also persisted to the central tier, s (in the
+background, as Gemini does); a restore falls back to it when a whole replica group is lost
+(assumed: BLOOM-176B's training checkpointed to disk every 3 h, the cadence Gemini cites)."""
+
+CHECKPOINT_MODES = ("disk", "async", "memory")
+RECOVERY_MODES = CHECKPOINT_MODES
+REPLICA_GROUP = 2
+"""Nodes per in-memory replica group: each node's checkpoint shard also lives on its peer
+(Gemini's group placement with two replicas)."""
+
+
+@dataclass(frozen=True)
+class RestartTimes:
+    """The fixed parts of a restart, s; loading follows from the checkpoint and the storage.
+
+    Parameters
+    ----------
+    detect_s : float or None
+        Time from a failure to its detection; ``None``: each failure mode's own (Xid and health
+        checks about 2 min, the NCCL watchdog 10 min, :mod:`~scheduler.reliability.failures`).
+    reschedule_s : float
+        Relaunch, rendezvous and communicator set-up (:data:`RESCHEDULE_S`).
+    warmup_s : float
+        Slow first iterations after the restore (:data:`WARMUP_S`).
+    """
+
+    detect_s: float | None = None
+    reschedule_s: float = RESCHEDULE_S
+    warmup_s: float = WARMUP_S
+
+    @property
+    def fixed_s(self) -> float:
+        """Rescheduling plus warm-up, s."""
+        return self.reschedule_s + self.warmup_s
 
 
 def job_bandwidth_gb_s(*, gpus: int, nodes: int, tier_gb_s: float, cluster_gpus: int) -> float:
-    """Bandwidth a job gets from a storage tier, GB/s.
+    """Bandwidth a job got from a storage tier at its GPU share, GB/s (the earlier model, kept
+    for callers that have no view of the other jobs).
 
     >>> round(job_bandwidth_gb_s(gpus=16384, nodes=2048, tier_gb_s=2000.0, cluster_gpus=16896))
     1939
@@ -30,34 +103,94 @@ def job_bandwidth_gb_s(*, gpus: int, nodes: int, tier_gb_s: float, cluster_gpus:
 
 
 def write_seconds(checkpoint_gb: float, bandwidth_gb_s: float) -> float:
-    """Time to write one checkpoint, s (zero for a job without checkpoint state)."""
+    """Time to move one checkpoint at ``bandwidth_gb_s``, s (zero without checkpoint state)."""
     return checkpoint_gb / bandwidth_gb_s if checkpoint_gb > 0 and bandwidth_gb_s > 0 else 0.0
 
 
-def restart_seconds(checkpoint_gb: float, read_gb_s: float) -> float:
-    """Restart overhead: relaunch plus restore of the last checkpoint, s."""
-    return RESTART_FIXED_S + write_seconds(checkpoint_gb, read_gb_s)
+def restart_seconds(checkpoint_gb: float, read_gb_s: float,
+                    times: RestartTimes = RestartTimes()) -> float:
+    """Restart overhead after detection: rescheduling, loading the checkpoint, warm-up, s.
+
+    >>> restart_seconds(2000.0, 100.0)  # 120 + 20 + 60
+    200.0
+    """
+    return times.fixed_s + write_seconds(checkpoint_gb, read_gb_s)
 
 
-HOST_COPY_GB_S = 25.0
-"""GPU-to-host copy per GPU, GB/s (PCIe Gen5 x16 at about half its 64 GB/s line rate; assumed):
-the only stall of an in-memory checkpoint, whose replication to peers overlaps training."""
+def snapshot_seconds(checkpoint_gb: float, gpus: int) -> float:
+    """Device-to-host snapshot of each GPU's shard, all in parallel, s.
 
-NODE_RDMA_GB_S = 400.0
-"""Peer-to-peer restore bandwidth per node, GB/s: 8 x 400 Gb/s compute NICs (figures.md)."""
+    >>> snapshot_seconds(500.0, 16)  # 31.25 GB per GPU at 25 GB/s
+    1.25
+    """
+    return checkpoint_gb / max(1, gpus) / HOST_COPY_GB_S if checkpoint_gb > 0 else 0.0
 
-DISK_PERSIST_S = 3 * 3600.0
-"""With in-memory checkpoints, how often one is also persisted to the central tier, s (in the
-background, as Gemini does); a restore falls back to it when a whole replica group is lost."""
 
-RECOVERY_MODES = ("disk", "memory")
-REPLICA_GROUP = 2
-"""Nodes per in-memory replica group: each node's checkpoint shard also lives on its peer
-(Gemini's group placement with two replicas)."""
+def replication_seconds(checkpoint_gb: float, nodes: int) -> float:
+    """Time for every node to send its shard to its replica peer, s (in the background).
+
+    >>> replication_seconds(800.0, 4)  # 200 GB per node at 50 GB/s
+    4.0
+    """
+    return checkpoint_gb / max(1, nodes) / REPLICATION_GB_S_PER_NODE if checkpoint_gb > 0 else 0.0
+
+
+def gemini_wasted_s(*, checkpoint_s: float, interval_s: float, retrieve_s: float) -> float:
+    """Gemini's (SOSP 2023, sec. 2) average time wasted per failure: ``t_ckpt + 1 / (2 f) +
+    t_rtvl`` for a checkpoint that takes ``t_ckpt`` to complete, taken every ``1 / f`` and
+    retrieved in ``t_rtvl``: on average half an interval is lost, and the checkpoint being
+    written when the failure strikes is of no use.  Detection and relaunch are left out.
+
+    >>> gemini_wasted_s(checkpoint_s=60.0, interval_s=3600.0, retrieve_s=120.0)
+    1980.0
+    """
+    return checkpoint_s + interval_s / 2.0 + retrieve_s
+
+
+class TierLoad:
+    """Who is expected to use the central tier for checkpoints, as node-weighted duty.
+
+    A job that moves its checkpoint for ``busy_s`` of every ``cycle_s`` uses the tier a
+    fraction ``busy_s / cycle_s`` of the time; the sum over running jobs of that fraction
+    times their nodes is what a newcomer shares the tier with.  Updated when a gang starts,
+    is re-costed or releases its GPUs: O(1), no per-second ticking.
+    """
+
+    def __init__(self):
+        self.duty_nodes = 0.0
+        self._of: dict[int, float] = {}
+
+    def set(self, key: int, duty_nodes: float) -> None:
+        """Record ``key``'s node-weighted duty (replacing any earlier one)."""
+        self.duty_nodes = max(0.0, self.duty_nodes + duty_nodes - self._of.get(key, 0.0))
+        self._of[key] = duty_nodes
+
+    def drop(self, key: int) -> None:
+        """``key`` no longer uses the tier."""
+        self.duty_nodes = max(0.0, self.duty_nodes - self._of.pop(key, 0.0))
+
+    def others(self, key: int) -> float:
+        """Node-weighted duty of everyone but ``key``."""
+        return max(0.0, self.duty_nodes - self._of.get(key, 0.0))
+
+
+@dataclass(frozen=True)
+class CheckpointPrice:
+    """What one gang's checkpoints cost on this cluster, now (seconds).
+
+    ``stall_s`` is the time training stops per checkpoint; ``lag_s`` how long after the stall
+    the checkpoint becomes usable for a restart (persisted or replicated); ``busy_s`` how long
+    each write to the central tier occupies it (every checkpoint on disk, one every
+    :data:`DISK_PERSIST_S` in memory).
+    """
+
+    stall_s: float
+    lag_s: float
+    busy_s: float
 
 
 class CheckpointCosts:
-    """What a checkpoint write and a restart cost a gang on this cluster, now.
+    """What checkpoint writes and restarts cost a gang on this cluster, now.
 
     The one place these are computed: the engine's starts, the backfill estimate (before a job
     ever ran) and the reports all ask here.  A storage slowdown scales the central tier's
@@ -65,24 +198,30 @@ class CheckpointCosts:
 
     Parameters
     ----------
-    recovery : {"disk", "memory"}
-        Checkpoint to the central tier, or to peers' memory (Gemini) with disk as fallback.
+    recovery : {"disk", "async", "memory"}
+        Synchronous or asynchronous checkpoints to the central tier, or to peers' memory
+        (Gemini) with disk as fallback.
     write_gb_s, read_gb_s : float
         The central tier's write and read bandwidth, GB/s (0 if there is none).
     cluster_gpus : int
         GPUs sharing the tier.
+    restart : RestartTimes, optional
+        Detection override, rescheduling and warm-up.
 
     Examples
     --------
     >>> c = CheckpointCosts("disk", write_gb_s=1000.0, read_gb_s=2000.0, cluster_gpus=1000)
-    >>> c.write_s(checkpoint_gb=800.0, gpus=100, nodes=13)  # 100 of 1,000 GPUs: 100 GB/s
-    8.0
+    >>> c.write_s(checkpoint_gb=800.0, gpus=100, nodes=13)  # idle tier: all 1,000 GB/s
+    0.8
+    >>> c.load.set(1, 13.0)  # another 13-node job is always writing: half each
+    >>> c.write_s(checkpoint_gb=800.0, gpus=100, nodes=13)
+    1.6
     >>> c.scale_storage(0.5); c.write_s(checkpoint_gb=800.0, gpus=100, nodes=13)
-    16.0
+    3.2
     """
 
     def __init__(self, recovery: str, *, write_gb_s: float, read_gb_s: float,
-                 cluster_gpus: int):
+                 cluster_gpus: int, restart: RestartTimes | None = None):
         if recovery not in RECOVERY_MODES:
             raise ValueError(f"recovery must be one of {RECOVERY_MODES}, not {recovery!r}")
         self.recovery = recovery
@@ -90,6 +229,8 @@ class CheckpointCosts:
         self.read_gb_s = float(read_gb_s)
         self.cluster_gpus = int(cluster_gpus)
         self.storage_factor = 1.0
+        self.restart = restart if restart is not None else RestartTimes()
+        self.load = TierLoad()
 
     def scale_storage(self, factor: float) -> None:
         """Multiply the central tier's bandwidth by ``factor`` (a slowdown starts)."""
@@ -99,22 +240,40 @@ class CheckpointCosts:
         """Undo a :meth:`scale_storage` by ``factor`` (the slowdown is over)."""
         self.storage_factor /= factor
 
-    def _bandwidth(self, tier_gb_s: float, gpus: int, nodes: int) -> float:
-        return job_bandwidth_gb_s(gpus=gpus, nodes=nodes, tier_gb_s=tier_gb_s,
-                                  cluster_gpus=self.cluster_gpus) * self.storage_factor
+    def _bandwidth(self, tier_gb_s: float, nodes: int, key: int | None) -> float:
+        # storage imports this module's NODE_STORAGE_GB_S: import it when first asked
+        from scheduler.physics.storage import checkpoint_share_gb_s
+        others = self.load.duty_nodes if key is None else self.load.others(key)
+        return checkpoint_share_gb_s(tier_gb_s * self.storage_factor, nodes=nodes,
+                                     other_duty_nodes=others,
+                                     node_cap_gb_s=NODE_STORAGE_GB_S)
 
-    def write_s(self, *, checkpoint_gb: float, gpus: int, nodes: int) -> float:
+    def price(self, *, checkpoint_gb: float, gpus: int, nodes: int,
+              key: int | None = None) -> CheckpointPrice:
+        """Stall, usable-after lag and tier occupancy of one checkpoint of a gang (``key``:
+        its id in :attr:`load`, so that it does not contend with itself)."""
+        disk_s = write_seconds(checkpoint_gb, self._bandwidth(self.write_gb_s, nodes, key))
+        if self.recovery == "disk":
+            return CheckpointPrice(disk_s, 0.0, disk_s)
+        snap = snapshot_seconds(checkpoint_gb, gpus)
+        if self.recovery == "async":
+            return CheckpointPrice(snap, disk_s, disk_s)
+        # memory: usable once replicated; the tier sees one persist per DISK_PERSIST_S
+        return CheckpointPrice(snap, replication_seconds(checkpoint_gb, nodes), disk_s)
+
+    def write_s(self, *, checkpoint_gb: float, gpus: int, nodes: int,
+                key: int | None = None) -> float:
         """Stall of one checkpoint of a gang of ``gpus`` GPUs on ``nodes`` nodes, s."""
-        if self.recovery == "memory":
-            return memory_write_seconds(checkpoint_gb, gpus)
-        return write_seconds(checkpoint_gb, self._bandwidth(self.write_gb_s, gpus, nodes))
+        return self.price(checkpoint_gb=checkpoint_gb, gpus=gpus, nodes=nodes, key=key).stall_s
 
     def restart_s(self, *, checkpoint_gb: float, gpus: int, nodes: int,
-                  from_disk: bool = False) -> float:
-        """Relaunch plus restore, s: from peers' memory, or from the central tier."""
+                  from_disk: bool = False, key: int | None = None) -> float:
+        """Rescheduling, loading and warm-up, s: from peers' memory, or from the central tier
+        (detection is booked before, while the gang hangs)."""
         if self.recovery == "memory" and not from_disk:
-            return memory_restore_seconds(checkpoint_gb, nodes)
-        return restart_seconds(checkpoint_gb, self._bandwidth(self.read_gb_s, gpus, nodes))
+            return self.restart.fixed_s + checkpoint_gb / max(1, nodes) / NODE_RDMA_GB_S
+        return restart_seconds(checkpoint_gb, self._bandwidth(self.read_gb_s, nodes, key),
+                               self.restart)
 
 
 def young_interval(cost_s: float, mttf_s: float) -> float:
@@ -143,16 +302,6 @@ def daly_interval(cost_s: float, mttf_s: float) -> float:
         return mttf_s
     x = cost_s / (2.0 * mttf_s)
     return young_interval(cost_s, mttf_s) * (1.0 + x ** 0.5 / 3.0 + x / 9.0) - cost_s
-
-
-def memory_write_seconds(checkpoint_gb: float, gpus: int) -> float:
-    """Stall of an in-memory checkpoint: each GPU copies its shard to host memory, s."""
-    return checkpoint_gb / max(1, gpus) / HOST_COPY_GB_S if checkpoint_gb > 0 else 0.0
-
-
-def memory_restore_seconds(checkpoint_gb: float, nodes: int) -> float:
-    """Restart from a peer's in-memory replica: relaunch plus an RDMA copy per node, s."""
-    return RESTART_FIXED_S + checkpoint_gb / max(1, nodes) / NODE_RDMA_GB_S
 
 
 def replica_group_lost(job_nodes, failed_nodes) -> bool:

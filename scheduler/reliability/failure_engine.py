@@ -4,7 +4,10 @@ Each failure mode is a renewal process over all units of its component with its 
 random stream (adding a mode does not shift another's draws): exponential gaps by default,
 Weibull of the same mean with ``weibull_shape``.  A failure hits one unit chosen uniformly;
 what it does follows :data:`scheduler.reliability.failures.EFFECTS`.  Software faults and planned
-maintenance only happen where training runs (a draw on an idle node is discarded).
+maintenance only happen where training runs (a draw on an idle node is discarded); a job-level
+mode draws over one slot per GPU and hits the running gang in that slot (thinning: each running
+gang meets the mode's rate whatever its size).  A failure that lands on a gang already stopped
+by an earlier one (hung until detected) is counted in ``while_down``, not dropped.
 Nodes that fail :data:`LEMON_FAILURES` times within :data:`LEMON_WINDOW_S` are quarantined.
 """
 
@@ -16,6 +19,7 @@ from collections import Counter
 import numpy as np
 
 from scheduler.hardware.cluster import ClusterPlan
+from scheduler.model.job_run import DRAINING, RUNNING
 from scheduler.model.state import ClusterState
 from scheduler.reliability.checkpoint import CheckpointCosts
 from scheduler.reliability.failures import EFFECTS, MODES, FailureMode, unit_counts
@@ -64,6 +68,7 @@ class FailureEngine:
         self.failures: Counter = Counter()
         self.component_of: dict[str, str] = {}
         self.interruptions: Counter = Counter()
+        self.while_down: Counter = Counter()  # cause -> hits on gangs already stopped
         self.planned = 0
         self.unplanned = 0
         self.repairs_done = 0
@@ -139,6 +144,9 @@ class FailureEngine:
             return np.array([s.gpu_node[unit]])
         if component in ("host", "software", "planned"):
             return np.array([unit])
+        if component == "job":
+            run = self._gang_in_slot(unit)
+            return np.zeros(0, dtype=np.int64) if run is None else run.placement.nodes
         if component == "leaf":
             return np.unique(s.gpu_node[plan.fabric.endpoint_leaf[:s.n_gpus] == unit])
         if component == "pdu":
@@ -156,13 +164,20 @@ class FailureEngine:
         nodes = self.nodes_of(mode.component, unit)
         repair_s = float(rng.lognormal(math.log(mode.repair_h * 3600.0), 0.5))
         hit: list = []
-        if mode.component in ("software", "planned"):
+        owners = None
+        if mode.component == "job":
+            run = self._gang_in_slot(unit)
+            owners = [] if run is None else [run.idx]
+        elif mode.component in ("software", "planned"):
             owners = self._training_owners(nodes)
+        if owners is not None:
             if not owners:
                 return {"cause": mode.cause, "jobs": [], "nodes": [], "discarded": True}
         self.failures[mode.cause] += 1
         self.component_of[mode.cause] = mode.component
-        if effect == "interrupt":
+        if mode.component == "job":  # the gang's own fault: its nodes stay up
+            hit = self._interrupt(owners, nodes, mode)
+        elif effect == "interrupt":
             hit = self.interrupt_nodes(nodes, mode)
             self._take_down(nodes, mode, repair_s)
         elif effect == "slow":
@@ -201,10 +216,18 @@ class FailureEngine:
             owners.update(int(o) for o in ids[(ids >= 0) & (ids < n_runs)])
         return sorted(owners)
 
+    def _gang_in_slot(self, slot: int):
+        """The running (or draining) gang in job slot ``slot``, or ``None`` (an empty slot)."""
+        gangs = [r for r in self.jobs.running.values() if r.state in (RUNNING, DRAINING)]
+        return gangs[slot] if slot < len(gangs) else None
+
     def interrupt_nodes(self, nodes: np.ndarray, mode: FailureMode) -> list[int]:
         """Interrupt every gang running (or lending) on ``nodes``; return their indices."""
+        return self._interrupt(self._training_owners(nodes), nodes, mode)
+
+    def _interrupt(self, owners: list[int], nodes: np.ndarray, mode: FailureMode) -> list[int]:
         hit = []
-        for idx in self._training_owners(nodes):
+        for idx in owners:
             run = self.jobs.runs[idx]
             if run.state in ("running", "draining"):
                 self.recovery.interrupt(run, cause=mode.cause, detect_s=mode.detect_s,
@@ -215,6 +238,8 @@ class FailureEngine:
                     self.planned += 1
                 else:
                     self.unplanned += 1
+            else:
+                self.while_down[mode.cause] += 1
         return hit
 
     def _take_down(self, nodes: np.ndarray, mode: FailureMode, repair_s: float) -> None:
@@ -300,6 +325,7 @@ class FailureEngine:
         # storage tier's status has every tier up
         state.setdefault("storage_left", {})
         state.setdefault("_node_watchers", [])  # (nothing watched node losses then)
+        state.setdefault("while_down", Counter())  # (hits on stopped gangs went uncounted)
         self.__dict__.update(state)
 
     # ----------------------------------------------------------------- slowdowns
@@ -424,6 +450,7 @@ class FailureEngine:
         self.failures.update(old.failures)
         self.component_of.update(old.component_of)
         self.interruptions.update(old.interruptions)
+        self.while_down.update(getattr(old, "while_down", ()))
         self.planned += old.planned
         self.unplanned += old.unplanned
         self.repairs_done += old.repairs_done
@@ -442,6 +469,7 @@ class FailureEngine:
             "total": sum(self.failures.values()),
             "by_component": dict(sorted(by_component.items())),
             "by_cause": dict(sorted(self.failures.items())),
+            "while_down": dict(sorted(self.while_down.items())),
             "repairs": {"done": self.repairs_done, "pending": self.repairs_pending},
             "lemon_nodes": list(self.lemons),
             "memory_fallbacks_to_disk": self.recovery.memory_fallbacks,

@@ -13,6 +13,9 @@ Calibration (``../shared/reference/figures.md``):
 * Spine switches and switch-to-switch links: HPN's monthly shares taken as they are.
 * PDU, cooling loop and storage-system rates, detection delays and repair times are
   assumptions (marked ``assumed``); no public source gives them for this class of cluster.
+
+These are the ``llama3`` profile; other fleets' rates are data files under
+:mod:`scheduler.reliability.profiles` (``docs/failures.md``).
 """
 
 from __future__ import annotations
@@ -27,12 +30,21 @@ LLAMA3_NODES = 2048
 HPN_MONTH_H = 730.0
 
 COMPONENTS = ("gpu", "host", "nic", "endpoint_link", "leaf", "spine", "fabric_link", "pdu",
-              "cooling", "storage", "software", "planned")
-"""What fails.  ``software`` and ``planned`` are per node-hour of running training."""
+              "cooling", "storage", "software", "planned", "job")
+"""What fails.  ``software`` and ``planned`` are per node-hour of running training; ``job`` is
+per running training job and hour, whatever its size (user, data and framework faults)."""
+
+UNITS = {
+    "gpu": "gpu", "host": "node", "nic": "nic", "endpoint_link": "link", "leaf": "leaf",
+    "spine": "spine", "fabric_link": "link", "pdu": "pdu", "cooling": "row",
+    "storage": "system", "software": "node", "planned": "node", "job": "job",
+}
+"""The unit each component's rate is counted per (a profile file names it)."""
 
 EFFECTS = {
     "gpu": "interrupt", "host": "interrupt", "nic": "interrupt", "endpoint_link": "interrupt",
     "software": "interrupt", "planned": "interrupt", "leaf": "interrupt", "pdu": "interrupt",
+    "job": "interrupt",
     "spine": "slow", "fabric_link": "slow", "cooling": "throttle", "storage": "slow_storage",
 }
 """Blast radius: interrupt the jobs on the nodes it takes down, slow the jobs that cross it
@@ -111,7 +123,8 @@ BY_CAUSE = {m.cause: m for m in MODES}
 
 
 def unit_counts(plan) -> dict[str, int]:
-    """Units of every component in a plan (software and planned: nodes)."""
+    """Units of every component in a plan (software and planned: nodes; job: the most gangs
+    that can run at once, one per GPU, of which the running ones are hit)."""
     fabric = plan.fabric
     tiers = np.bincount(fabric.switch_tier, minlength=3)
     return {
@@ -120,7 +133,7 @@ def unit_counts(plan) -> dict[str, int]:
         "fabric_link": int(fabric.link_a.size), "pdu": plan.n_racks,
         "cooling": int(np.unique(plan.rack_hall * 1000 + plan.rack_row).size),
         "storage": max(1, sum(1 for s in plan.storage if s.tier == "central")),
-        "software": plan.n_nodes, "planned": plan.n_nodes,
+        "software": plan.n_nodes, "planned": plan.n_nodes, "job": plan.n_gpus,
     }
 
 
@@ -128,11 +141,13 @@ def job_failure_rate(nodes: int, gpus: int, modes=MODES) -> float:
     """Interruptions per hour expected for a gang on ``nodes`` nodes of ``gpus`` GPUs.
 
     Counts the causes that stop a job on its own nodes (GPU, host, NIC, NIC link, software,
-    planned); shared switches and PDUs are left out, so this is the job's own MTTF.
+    planned) and the job-level ones (the same rate at any size); shared switches and PDUs are
+    left out, so this is the job's own MTTF.
 
     >>> round(job_failure_rate(2048, 16384) * 54 * 24)  # Llama 3: 466 less the leaf's 1
     465
     """
     per_gpu = sum(m.per_hour for m in modes if m.component in ("gpu", "nic", "endpoint_link"))
     per_node = sum(m.per_hour for m in modes if m.component in ("host", "software", "planned"))
-    return gpus * per_gpu + nodes * per_node
+    per_job = sum(m.per_hour for m in modes if m.component == "job")
+    return gpus * per_gpu + nodes * per_node + per_job

@@ -3,8 +3,9 @@
 A failure stops the gang at once (its collectives hang), but its GPUs stay held until the
 failure is detected (booked as recovery).  Then the gang is evicted; if hot spares of its model
 can replace exactly its failed nodes (same pod first) it restarts on its old healthy nodes plus
-the spares without waiting in the queue, else it requeues.  Its restart (relaunch plus restore
-from the last checkpoint) is booked as recovery by the lifecycle when it starts again.
+the spares without waiting in the queue, else it requeues.  Its restart (rescheduling, loading
+the last usable checkpoint, warm-up) is booked as recovery by the lifecycle when it starts
+again.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ class Recovery:
         since the last checkpoint (booked as lost work).  With in-memory checkpoints, a failure
         that takes down every node of one replica group loses the in-memory copy: the gang
         falls back to its last checkpoint persisted to disk and restores from there.
+        A configured detection time (:class:`~scheduler.reliability.checkpoint.RestartTimes`)
+        replaces the failure mode's own ``detect_s``.
         """
+        override = self.jobs.costs.restart.detect_s
+        if override is not None:
+            detect_s = override
         if run.state == DRAINING:
             self.jobs.abort_drain(run)
         else:

@@ -32,9 +32,9 @@ from scheduler.model.job_run import (
 )
 from scheduler.model.ledger import Ledger
 from scheduler.model.state import ClusterState, Placement
-from scheduler.reliability.checkpoint import CheckpointCosts, daly_interval, disk_persisted_s
-from scheduler.reliability.failures import job_failure_rate
+from scheduler.reliability.checkpoint import CheckpointCosts, disk_persisted_s
 from scheduler.scheduling.admission import Admission
+from scheduler.scheduling.checkpoint_pricing import CheckpointPricing
 from scheduler.scheduling.queue_index import QueueIndex
 from scheduler.scheduling.running_index import RunningIndex
 from scheduler.scheduling.tenants import TenantBook
@@ -68,10 +68,7 @@ class JobLifecycle:
     def __init__(self, ctx: Context, *, state: ClusterState, ledger: Ledger,
                  tenants: TenantBook, costs: CheckpointCosts, admission: Admission,
                  peak_flops: np.ndarray, checkpoint_interval=None):
-        if checkpoint_interval not in (None, "auto") and (
-                isinstance(checkpoint_interval, bool)
-                or not isinstance(checkpoint_interval, int | float) or checkpoint_interval <= 0):
-            raise ValueError("checkpoint_interval must be None, 'auto' or positive seconds")
+        self.pricing = CheckpointPricing(costs, checkpoint_interval)
         self.ctx = ctx
         self.state = state
         self.ledger = ledger
@@ -249,14 +246,9 @@ class JobLifecycle:
         run.model = placement.model
         run.rate = j.gpus * self.peak[run.model] * j.efficiency
         nodes = placement.nodes.size
-        run.write_s = self.costs.write_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes)
-        restart = self.costs.restart_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes,
-                                       from_disk=run.restore_from_disk)
+        restart = self.pricing.restart_s(run, nodes)
         run.restore_from_disk = False
-        if self.checkpoint_interval == "auto":
-            run.interval_s = daly_interval(run.write_s, 3600.0 / job_failure_rate(nodes, j.gpus))
-        elif self.checkpoint_interval is not None:
-            run.interval_s = float(self.checkpoint_interval)
+        self.pricing.price(run, nodes)
         run.slow_split = self.speed_model.split(run)
         run.slow = 1.0 - sum(f for _, f in run.slow_split)
         if run.first_start is None:
@@ -379,6 +371,7 @@ class JobLifecycle:
             self.holders.remove(run)
         self._set_end(run, None)
         self.tenants.add(run, -1)
+        self.pricing.release(run)
         run.gids = np.zeros(0, dtype=np.int64)
 
     # ----------------------------------------------------------------- stopping
@@ -408,7 +401,7 @@ class JobLifecycle:
         run.seg_start = now
         run.lendings += 1
         self._note_moved(run)
-        done = now + run.write_s
+        done = now + run.write_s + run.lag_s  # the GPUs go once the checkpoint is usable
         run.event = self.ctx.schedule(done, Kind.DRAIN_DONE, run)
         self._set_end(run, done)
         self.ctx.log("lend", f"{run.spec.name} ({run.gpus} GPUs) checkpoints and lends its "
@@ -473,14 +466,14 @@ class JobLifecycle:
         writes its later checkpoints at the new cost; return those changed."""
         changed = []
         for run in [r for r in self.running.values() if r.state == RUNNING]:
-            j, nodes = run.spec, run.placement.nodes.size
-            write_s = self.costs.write_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes)
-            if write_s == run.write_s:
+            before = (run.write_s, run.lag_s, run.interval_s)
+            self.pricing.price(run, run.placement.nodes.size)
+            after = (run.write_s, run.lag_s, run.interval_s)
+            if after == before:
                 continue
+            run.write_s, run.lag_s, run.interval_s = before  # close at the old cost
             self.close(run, "lend")
-            run.write_s = write_s
-            if self.checkpoint_interval == "auto":
-                run.interval_s = daly_interval(write_s, 3600.0 / job_failure_rate(nodes, j.gpus))
+            run.write_s, run.lag_s, run.interval_s = after
             run.restart_s = 0.0
             self._open_segment(run, 0.0)
             self._note_moved(run)
@@ -489,16 +482,12 @@ class JobLifecycle:
 
     # ----------------------------------------------------------------- figures
     def estimate_write_s(self, run: JobRun, model: int) -> float:
-        """Checkpoint write time ``run`` would have on ``model`` (before it ever started), s."""
-        j = run.spec
-        nodes = -(-j.gpus // self.state.models[model].per_node)
-        return self.costs.write_s(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes)
+        """Checkpoint stall ``run`` would have on ``model`` (before it ever started), s."""
+        return self.pricing.estimate_write_s(run, -(-run.gpus // self.state.models[model].per_node))
 
     def restart_estimate(self, run: JobRun) -> float:
-        """Restart overhead a restart of ``run`` pays (relaunch plus restore), s."""
-        nodes = run.placement.nodes.size if run.placement is not None else 1
-        return self.costs.restart_s(checkpoint_gb=run.spec.checkpoint_gb, gpus=run.gpus,
-                                    nodes=nodes)
+        """Restart overhead a restart of ``run`` pays (rescheduling, loading, warm-up), s."""
+        return self.pricing.restart_estimate(run)
 
     def training_runs(self):
         return (r for r in self.runs if r.state not in (PENDING, REJECTED))

@@ -66,16 +66,113 @@ class Requirement:
 
 @dataclass(frozen=True)
 class Parallelism:
-    """TP x PP x DP (x EP for mixture-of-experts layers, inside DP)."""
+    """TP x CP x PP x DP (x EP for mixture-of-experts layers, inside DP).
+
+    ``cp`` is context parallelism (each rank holds ``1/cp`` of every sequence; Llama 3 used 16
+    for its 128K-token stage); it defaults to 1 so older configurations keep their GPU count.
+    """
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     ep: int = 1
+    cp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
+
+
+SCHEDULES = ("1f1b", "interleaved", "zero_bubble")
+"""Pipeline schedules the step model prices (:mod:`scheduler.physics.step_model`)."""
+
+RECOMPUTE = ("none", "selective", "full")
+"""Activation recomputation: none, attention only (Korthikanti et al. 2022), whole layers."""
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """Shape of a decoder-only transformer, for the per-layer step model.
+
+    Zeros mean "derive": ``heads`` = hidden / 128, ``kv_heads`` = heads, ``ffn`` = 4 x hidden;
+    ``vocab`` 0 leaves the logit layer out.  The parameter count stays ``TrainingJob.params_b``.
+    """
+
+    layers: int
+    hidden: int
+    seq_len: int = 8192
+    heads: int = 0
+    kv_heads: int = 0
+    ffn: int = 0
+    vocab: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"transformer {name} must be an integer >= 1, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a job trains: batch, pipeline schedule, sharding, overlap (all optional).
+
+    Parameters
+    ----------
+    micro_batch : int
+        Sequences per micro-batch.
+    global_batch : int
+        Sequences per optimizer step; 0: 16 per DP replica (Llama 3, Table 4).
+    schedule : str
+        One of :data:`SCHEDULES`.
+    virtual_stages : int
+        Model chunks per pipeline rank (``interleaved`` only).
+    zero_stage : int
+        0 (all-reduce of gradients), 1/2 (reduce-scatter + all-gather of the shard), 3 (also
+        gathers the weights every micro-batch).
+    sequence_parallel : bool
+        Shards layer norms and dropouts across TP (Korthikanti et al. 2022).
+    tp_overlap : float
+        Share of TP communication hidden behind GEMMs, [0, 1].
+    pp_overlap : bool
+        Steady-state pipeline sends overlap compute (asynchronous send/recv).
+    dp_overlap : float or None
+        Share of the bucketed DP traffic that may hide behind backward / forward; ``None``:
+        the caller's ``overlap``.
+    recompute : str
+        One of :data:`RECOMPUTE`.
+    flash_attention : bool
+        Fused attention (no ``s x s`` scores in HBM, causal half skipped).
+    """
+
+    micro_batch: int = 1
+    global_batch: int = 0
+    schedule: str = "interleaved"
+    virtual_stages: int = 0
+    zero_stage: int = 1
+    sequence_parallel: bool = True
+    tp_overlap: float = 0.0
+    pp_overlap: bool = True
+    dp_overlap: float | None = None
+    recompute: str = "none"
+    flash_attention: bool = True
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, not {self.schedule!r}")
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"recompute must be one of {RECOMPUTE}, not {self.recompute!r}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"zero_stage must be 0, 1, 2 or 3, not {self.zero_stage!r}")
+        for name in ("micro_batch", "global_batch", "virtual_stages"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
+                    name == "micro_batch" and value < 1):
+                raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+        for name in ("tp_overlap", "dp_overlap"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -129,6 +226,8 @@ class TrainingJob:
     efficiency: float = DEFAULT_EFFICIENCY
     burstable: bool = False
     burst_after_s: float = 4 * 3600.0
+    transformer: Transformer | None = None
+    recipe: Recipe | None = None
 
     def __post_init__(self) -> None:
         if self.gpus <= 0:
@@ -140,7 +239,7 @@ class TrainingJob:
         if not 0 < self.efficiency <= 1:
             raise ValueError(f"job {self.name}: efficiency must be in (0, 1]")
         if self.parallelism is not None and self.parallelism.gpus != self.gpus:
-            raise ValueError(f"job {self.name}: TP x PP x DP = {self.parallelism.gpus} "
+            raise ValueError(f"job {self.name}: TP x CP x PP x DP = {self.parallelism.gpus} "
                              f"does not match gpus = {self.gpus}")
         if self.submit_s < 0:
             raise ValueError(f"job {self.name}: submit time must be >= 0")

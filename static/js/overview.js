@@ -3,7 +3,9 @@
 (function () {
   "use strict";
 
-  var MAX_POINTS = 600;
+  var MAX_POINTS = 5000;  // what /api/history serves at most per series
+  var HISTORY = ["fleet.allocated_pct", "fleet.mfu_pct", "fleet.goodput_pct"];
+  var range = document.getElementById("series-range");
   var P = window.TwinPanels;
   var series = document.getElementById("series-chart");
   var waterfall = document.getElementById("mfu-waterfall");
@@ -28,6 +30,46 @@
     }), P.plotConfig);
   }
 
+  // The chart starts from the stored history (it survives reloads and restarts) over the
+  // chosen range of simulated time, then live frames extend it.
+  function historyLoad() {
+    var last = range ? range.value : "";
+    var status = document.getElementById("series-range-status");
+    Promise.all(HISTORY.map(function (metric) {
+      var url = "/api/history?metric=" + encodeURIComponent(metric) + (last ? "&last=" + last : "");
+      return fetch(url, { credentials: "same-origin" }).then(function (r) {
+        return r.ok ? r.json() : null;
+      });
+    })).then(function (answers) {
+      if (!answers[0] || !answers[0].t.length) {
+        if (status) status.textContent = "no history yet";
+        return;
+      }
+      var names = ["GPUs allocated %", "MFU %", "goodput %"];
+      Plotly.react(series, answers.map(function (a, i) {
+        return { x: a ? a.t.map(function (t) { return t / 3600; }) : [], y: a ? a.v : [],
+                 name: names[i], mode: "lines", type: "scatter" };
+      }), P.layout({
+        xaxis: { title: { text: "simulated time, h" } },
+        yaxis: { title: { text: "%" }, rangemode: "tozero" },
+        legend: { orientation: "h", y: 1.15 },
+      }), P.plotConfig);
+      lastT = answers[0].t[answers[0].t.length - 1];
+      if (status) status.textContent = answers[0].t.length + " stored points, every " +
+        Math.round(answers[0].step_s) + " s of simulated time";
+    }).catch(function () {
+      if (status) status.textContent = "history unavailable";
+    });
+  }
+
+  function rangeFollow(hours) {
+    var last = range ? Number(range.value) : 0;
+    if (last > 0) Plotly.relayout(series, { "xaxis.range": [hours - last / 3600, hours] });
+  }
+
+  if (range) range.addEventListener("change", historyLoad);
+  historyLoad();
+
   function seriesAppend(msg) {
     if (lastT === null || msg.t < lastT) {
       seriesReset(msg);  // first data, or the engine restarted from an older snapshot
@@ -36,6 +78,7 @@
       var y = point(msg);
       Plotly.extendTraces(series, { x: [[hours], [hours], [hours]], y: [[y[0]], [y[1]], [y[2]]] },
                           [0, 1, 2], MAX_POINTS);
+      rangeFollow(hours);
     }
     lastT = msg.t;
   }

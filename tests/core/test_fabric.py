@@ -239,10 +239,10 @@ def test_regression_rail_four_su_with_127_nodes_matches_ra_cabling():
     assert (endpoint_pod(f) == np.arange(1016) // 256).all()
 
 
-def test_rail_above_four_su_adds_a_core_layer():
-    f = rail_optimized(8)
+def test_rail_above_eight_su_adds_a_core_layer():
+    f = rail_optimized(16)
     s = f.summary()
-    assert s.switches == {"leaf": 64, "spine": 2 * 32, "core": 32 * 1}
+    assert s.switches == {"leaf": 128, "spine": 4 * 32, "core": 32 * 2}
     assert s.diameter == 6
     assert s.bisection_gbps == pytest.approx(400.0 * f.n_endpoints / 2)
     assert (_switch_ports_used(f) <= 64).all()

@@ -167,13 +167,13 @@ def test_daly_interval_is_the_optimum_of_dalys_wall_time_model(ratio, tolerance)
 
 
 def test_auto_checkpoint_interval_is_youngs_by_hand_for_the_llama3_job(llama3_54d):
-    """By hand: a 405B checkpoint of 14 bytes per parameter is 5,670 GB; the job's share of the
-    2,000 GB/s tier is 2,000 x 16,384 / 16,896 = 1,939.4 GB/s, so a write takes 2.92 s.  The
-    job's MTTF is 1,296 h / 465 = 2.787 h = 10,034 s.  Young: sqrt(2 x 2.92 x 10,034) =
-    242 s; Daly's correction lowers it by about C (1 %)."""
+    """By hand: a 405B checkpoint of 14 bytes per parameter is 5,670 GB; alone on the
+    2,000 GB/s tier (its 2,048 nodes could drive 204,800) a write takes 2.835 s.  The
+    job's MTTF is 1,296 h / 465 = 2.787 h = 10,034 s.  Young: sqrt(2 x 2.835 x 10,034) =
+    238.5 s; Daly's correction lowers it by about C (1 %)."""
     job = llama3_54d["largest_job"]
-    assert job["checkpoint_write_s"] == pytest.approx(2.92, abs=0.01)
-    assert job["checkpoint_interval_s"] == pytest.approx(242, rel=0.02)
+    assert job["checkpoint_write_s"] == pytest.approx(2.835, abs=0.01)
+    assert job["checkpoint_interval_s"] == pytest.approx(238.5, rel=0.02)
 
 
 def test_the_auto_interval_beats_half_and_twice_it_in_the_simulation():
@@ -311,10 +311,10 @@ def test_memory_recovery_falls_back_to_disk_when_a_whole_replica_group_is_lost()
     assert led["lost_work"] == pytest.approx(159.98, abs=0.02)
     engine.run_until(3 * 3600.0)
     assert run.state == "running"
-    # the restore reads the disk checkpoint, not a peer.  By hand: the job's share of the
-    # 10 GB/s tier is 10 x 64 / 96 = 6.67 GB/s, 100 GB take 15 s, after the 180 s relaunch:
-    # 195 s (a peer restore would take 180 + 100 / 8 nodes / 400 GB/s = 180.03 s)
-    assert run.restart_s == pytest.approx(195.0)
+    # the restore reads the disk checkpoint, not a peer.  By hand: alone on the 10 GB/s tier,
+    # 100 GB take 10 s, after rescheduling (120 s) and warm-up (60 s): 190 s (a peer restore
+    # would take 180 + 100 / 8 nodes / 400 GB/s = 180.03 s)
+    assert run.restart_s == pytest.approx(190.0)
 
 
 def test_inventory_edits_reach_the_engine_as_commands():

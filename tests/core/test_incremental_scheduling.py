@@ -132,7 +132,7 @@ def run_scenario_engine(**kw):
 
 SCENARIOS = [
     dict(preset="dev-small", days=3, seed=1, load=4.0),
-    dict(preset="mixed-vendor", days=2, seed=2, load=3.0),
+    dict(preset="mixed-vendor", days=2, seed=2, load=4.0),  # busy enough to skip passes
     dict(preset="dev-small", days=3, seed=3, load=4.0, policy="backfill"),
 ]
 

@@ -152,15 +152,16 @@ def test_backfill_lets_a_long_job_use_gpus_the_head_will_not_need():
 
 
 def test_backfill_counts_the_checkpoint_writes_of_a_job_that_has_not_started_yet():
-    # an 8-GPU job gets 8 of the tier's 32 GB/s: each 4800 GB checkpoint stalls it 600 s, so
-    # 7.9 h of compute take 7.9 h + 7 x 600 s = 9.07 h and, started at 2 h, end at 11.07 h
+    # an 8-GPU job gets all of the idle tier's 32 GB/s: each 4800 GB checkpoint stalls it
+    # 150 s, so 7.9 h of compute take 7.9 h + 7 x 150 s = 8.19 h and, started at 2 h, end at
+    # 10.19 h, past the head's 10 h reservation
     plan = small_plan(4, storage=central_storage(32.0))
     wl = workload(job(gpus=24, hours=10), job(gpus=32, hours=2, submit_h=1),
                   job(gpus=8, hours=7.9, submit_h=2, checkpoint_gb=4800.0,
                       checkpoint_interval_s=3600))
     e = run_engine(plan, wl, policy="backfill", until_h=30)
     a, head, c = e.runs
-    assert c.write_s == pytest.approx(600.0)
+    assert c.write_s == pytest.approx(150.0)
     assert head.reserved_start == 10 * HOUR
     assert head.first_start <= head.reserved_start + 1e-6  # was 11.07 h: writes not estimated
 
@@ -605,8 +606,9 @@ def test_a_drill_that_moves_no_gpu_still_wakes_the_scheduler():
 def test_a_queued_gangs_backfill_estimate_follows_a_storage_slowdown():
     from scheduler.scheduling.passes import SchedulingPass
     from tests.core.factories import central_storage
-    # 64 GPUs of 128 on the central tier's 100 GB/s write: 50 GB/s, so an 800 GB checkpoint
-    # takes 16 s, and 32 s at half the bandwidth; a 2 h job checkpointing hourly writes once
+    # 64 GPUs alone on the central tier's 100 GB/s write (the running gang has no checkpoint),
+    # so an 800 GB checkpoint takes 8 s, and 16 s at half the bandwidth; a 2 h job
+    # checkpointing hourly writes once
     plan = small_plan(16, storage=central_storage(100.0))
     e = run_engine(plan, workload(job(gpus=128, hours=5),
                                   job(gpus=64, hours=2, checkpoint_gb=800.0,
@@ -615,6 +617,6 @@ def test_a_queued_gangs_backfill_estimate_follows_a_storage_slowdown():
     queued = e.runs[1]
     assert queued.state == QUEUED
     estimate = SchedulingPass(e.scheduler)._estimate_s
-    assert estimate(queued) == pytest.approx(2 * 3600 + 16.0)
+    assert estimate(queued) == pytest.approx(2 * 3600 + 8.0)
     e.jobs.costs.scale_storage(0.5)
-    assert estimate(queued) == pytest.approx(2 * 3600 + 32.0)
+    assert estimate(queued) == pytest.approx(2 * 3600 + 16.0)

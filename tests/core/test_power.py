@@ -66,12 +66,14 @@ def test_full_load_matches_the_plans_peak_node_power():
 def test_it_power_adds_switches_and_optics_and_facility_is_it_times_pue():
     """By hand, 32 GPUs on a radix-8 fat-tree: 2 pods of 4 leaves and 4 spines, 4 cores (one
     per plane): 20 switches at 1 kW.  Cables: 32 GPU-leaf + 8 x 4 leaf-spine + 8 x 4
-    spine-core = 96, two 8.5 W transceivers each: 1.632 kW.  Network 21.632 kW; IT 40.8 +
-    21.632 = 62.432 kW; facility at PUE 1.3: 81.16 kW."""
+    spine-core = 96, 192 ends in 96 twin-port multimode modules of 15 W: 1.44 kW.  Support
+    fabrics of 4 nodes: one storage switch (1 kW) with 8 node links in 8 modules (0.12 kW), one
+    in-band switch (0.5 kW), one out-of-band switch (0.1 kW).  Network 23.16 kW; IT 40.8 +
+    23.16 = 63.96 kW; facility at PUE 1.3: 83.148 kW."""
     r = PowerModel(one_rack(), pue=1.3).step(1.0)
-    assert r.network_kw == pytest.approx(21.632)
-    assert r.it_mw == pytest.approx(0.062432)
-    assert r.facility_mw == pytest.approx(0.0811616)
+    assert r.network_kw == pytest.approx(23.16)
+    assert r.it_mw == pytest.approx(0.06396)
+    assert r.facility_mw == pytest.approx(0.083148)
 
 
 def test_default_pue_is_inside_the_published_range_and_below_one_is_refused():
@@ -167,10 +169,10 @@ def test_energy_of_a_constant_load_is_megawatts_times_hours():
     r = PowerModel(one_rack()).step(1.0)
     rep = power_report([(0.0, r), (1800.0, r), (7200.0, r)])
     assert rep["hours"] == 2.0
-    # 62.432 kW of IT for 2 h = 0.1249 MWh; at the default PUE 1.2, 0.1498 MWh
-    assert rep["energy_mwh"]["it"] == pytest.approx(0.1249, abs=1e-4)
-    assert rep["energy_mwh"]["facility"] == pytest.approx(0.1498, abs=1e-4)
-    assert rep["it_mw"]["mean"] == pytest.approx(0.0624, abs=1e-4)
+    # 63.96 kW of IT for 2 h = 0.1279 MWh; at the default PUE 1.2, 0.1535 MWh
+    assert rep["energy_mwh"]["it"] == pytest.approx(0.1279, abs=1e-4)
+    assert rep["energy_mwh"]["facility"] == pytest.approx(0.1535, abs=1e-4)
+    assert rep["it_mw"]["mean"] == pytest.approx(0.0640, abs=1e-4)
 
 
 def test_the_power_report_gives_peaks_top_racks_and_throttled_gpu_hours():

@@ -1,8 +1,9 @@
 """The storage tiers limit a job's input reads and checkpoint writes.
 
 Module: scheduler/physics/storage.py.  Expected values are worked by hand in comments (text
-2 bytes per token, a node's storage NICs 2 x 400 Gb/s = 100 GB/s, a bounce buffer 50 GB/s
-per node), not read back from the module's constants.
+2 bytes per token, a node's storage NICs 2 x 400 Gb/s = 100 GB/s, the DGX SuperPOD RA's "Best"
+single-node read of 40 GB/s, a bounce buffer 50 GB/s per node), not read back from the
+module's constants.
 """
 
 import numpy as np
@@ -19,8 +20,10 @@ from scheduler.physics.storage import (
 NVME_TB = 30.72  # per node (NodeShape default: a DGX H100's 8 x 3.84 TB)
 
 
-def plan(nodes=4, *, read=10.0, write=5.0, gpudirect=True, nvme_read_per_node=None):
-    storage = [StorageSpec("pfs", "central", 1000.0, read, write, gpudirect)]
+def plan(nodes=4, *, read=10.0, write=5.0, gpudirect=True, nvme_read_per_node=None,
+         node_read=None):
+    storage = [StorageSpec("pfs", "central", 1000.0, read, write, gpudirect,
+                           node_read_gb_s=node_read)]
     if nvme_read_per_node is not None:
         storage.append(StorageSpec("nvme", "nvme", nodes * NVME_TB, nodes * nvme_read_per_node,
                                    nodes * 12.0, gpudirect))
@@ -88,7 +91,7 @@ def test_cache_reads_are_limited_by_node_nvme_bandwidth_and_the_rest_goes_centra
 
 
 def test_without_gpudirect_reads_bounce_through_host_memory_and_a_node_reads_less():
-    p = plan(read=1000.0, gpudirect=True)
+    p = plan(read=1000.0, gpudirect=True, node_read=100.0)  # up to the NICs
     args = (one_node_each(p, 1), tokens_for([80.0]))
     direct = StorageModel(p).supply(*args)
     bounced = StorageModel(p, gpudirect=False).supply(*args)
@@ -103,9 +106,17 @@ def test_gpudirect_defaults_to_the_storage_spec():
 
 
 def test_a_job_reads_no_faster_than_its_storage_nics():
-    p = plan(read=1000.0)
+    p = plan(read=1000.0, node_read=1000.0)
     r = StorageModel(p).supply(one_node_each(p, 1), tokens_for([500.0]))
     assert r.central_read_gb_s.tolist() == [100.0]  # 2 x 400 Gb/s storage ports
+
+
+def test_a_node_reads_no_faster_than_the_reference_single_node_figure():
+    """Validation of the default: DGX SuperPOD H100 RA (RA-11333-001), storage guidance,
+    "Best" single-node read 40 GB/s; exact (the figure is the default, a regression check)."""
+    p = plan(read=1000.0)
+    r = StorageModel(p).supply(one_node_each(p, 1), tokens_for([500.0]))
+    assert r.central_read_gb_s.tolist() == [40.0]
 
 
 def test_two_jobs_writing_checkpoints_get_half_the_write_bandwidth_each():
@@ -175,7 +186,7 @@ def test_a_job_sharing_a_node_gets_its_gpus_share_of_the_node():
     p = plan(nodes=1, read=1000.0)
     gpu_job = np.repeat([0, 1], 4)
     r = StorageModel(p).supply(gpu_job, tokens_for([500.0, 0.0]))
-    assert r.central_read_gb_s.tolist() == [50.0, 0.0]  # half the node's 100 GB/s
+    assert r.central_read_gb_s.tolist() == [20.0, 0.0]  # half the node's 40 GB/s
 
 
 def test_the_gpu_job_map_must_cover_every_gpu_and_name_given_jobs():

@@ -131,6 +131,10 @@ def test_validation_checkpoint_llama3_state_per_gpu_is_1mb_to_4gb():
     assert 1e-3 <= per_gpu_gb <= 4.0
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "12.8x (99.3 s vs 7.7 s per interruption, seed 5): since issue 15 an idle central tier "
+    "serves the job at the per-tier limit (2,000 GB/s rather than its 1,939 GB/s GPU share), "
+    "so the disk restore is faster and the ratio fell below 13x (docs/checkpointing.md)"))
 def test_validation_recovery_gemini_in_memory_recovery_over_13x_faster():
     """In-memory recovery vs Gemini (SOSP 2023): failure recovery more than 13x faster than
     from remote persistent storage.

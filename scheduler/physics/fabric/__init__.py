@@ -1,4 +1,5 @@
-"""Interconnect layer: scale-out fabric builders (fat-tree, Dragonfly+, rail, islands), NVLink.
+"""Interconnect layer: scale-out fabric builders (fat-tree, Dragonfly, Dragonfly+, rail, islands,
+chassis zones), NVLink.
 
 Every builder returns a columnar :class:`~scheduler.physics.fabric.topology.Fabric`; use
 :func:`build_fabric` to pick one by name.
@@ -8,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.physics.fabric.dragonfly import dragonfly_plus, dragonfly_plus_for, max_groups
+from scheduler.physics.fabric.dragonfly import (
+    dragonfly_plus,
+    dragonfly_plus_for,
+    dragonfly_route,
+    max_groups,
+    plain_dragonfly,
+    plain_dragonfly_for,
+)
 from scheduler.physics.fabric.fattree import fat_tree, fat_tree_capacity, fat_tree_for, leaf_split
 from scheduler.physics.fabric.islands import compute_islands, island_shape, islands_for, max_islands
 from scheduler.physics.fabric.nvlink import HGX_B200, HGX_H100, NVL72, NVLinkDomain, nvlink_domains
@@ -22,13 +30,16 @@ from scheduler.physics.fabric.topology import (
     _int,
     _radix,
 )
+from scheduler.physics.fabric.zones import compute_zones, zones_for
 
 __all__ = [
     "HGX_B200", "HGX_H100", "KINDS", "LINK_KINDS", "NVL72", "TIERS", "Fabric", "FabricSummary",
-    "NVLinkDomain", "build_fabric", "compute_islands", "dragonfly_plus", "dragonfly_plus_for",
+    "NVLinkDomain", "build_fabric", "compute_islands", "compute_zones",
+    "dragonfly_plus", "dragonfly_plus_for", "dragonfly_route",
     "endpoint_pod", "fat_tree", "fat_tree_capacity", "fat_tree_for", "island_shape",
     "islands_for", "leaf_split", "max_groups", "max_islands", "nvlink_domains",
-    "rail_capacity", "rail_optimized", "rail_optimized_for",
+    "plain_dragonfly", "plain_dragonfly_for",
+    "rail_capacity", "rail_optimized", "rail_optimized_for", "zones_for",
 ]
 
 
@@ -38,7 +49,7 @@ def build_fabric(kind: str, *, endpoints: int | None = None, radix: int | None =
 
     Parameters
     ----------
-    kind : {"fat-tree", "dragonfly+", "rail", "island"}
+    kind : {"fat-tree", "dragonfly+", "rail", "island", "dragonfly"}
     endpoints : int, optional
         Size the fabric to hold at least this many endpoints (GPU NIC ports).
     radix : int, optional
@@ -87,6 +98,15 @@ def build_fabric(kind: str, *, endpoints: int | None = None, radix: int | None =
                 n_su = r * kw["su_per_group"]
                 return rail_optimized(n_su, radix=r, **kw)
             return rail_optimized_for(endpoints, radix=r, **kw)
+        if kind == "dragonfly":
+            if endpoints is None:
+                return plain_dragonfly(kw.pop("p", 16), **kw)
+            return plain_dragonfly_for(endpoints, **kw)
+        if "zone_gpus" in kw or "spine_radix" in kw or "n_zones" in kw:
+            if endpoints is None:
+                return compute_zones(kw.pop("n_zones", 8), **kw)
+            kw.pop("n_zones", None)
+            return zones_for(endpoints, **kw)
         if endpoints is None:
             return compute_islands(max_islands(r, kw.get("oversubscription", 7.0),
                                                kw.get("join", "oversubscribed")), radix=r, **kw)

@@ -125,8 +125,10 @@ class LinkClass:
 def scaleup_link(model: Accelerator) -> LinkClass:
     """Effective scale-up link of an accelerator model.
 
-    Half the catalog's bidirectional ``scaleup_gb_s`` times :data:`NVLINK_EFFICIENCY`; NVIDIA
-    parts get NVLS at :data:`NVLS_EFFICIENCY` of the line rate.
+    Half the catalog's bidirectional ``scaleup_gb_s`` times :data:`NVLINK_EFFICIENCY`; parts
+    whose NVSwitch reduces in the network (``model.nvls``: NVSwitch generation 3 or later, so
+    H100/H200/B200/GB200 but not A100 nor any AMD part) get NVLS at :data:`NVLS_EFFICIENCY` of
+    the line rate.
 
     Parameters
     ----------
@@ -144,9 +146,11 @@ def scaleup_link(model: Accelerator) -> LinkClass:
     (370, 275)
     >>> round(scaleup_link(get("B200")).bw_gb_s)
     740
+    >>> scaleup_link(get("A100-SXM4-80GB")).nvls_gb_s
+    0.0
     """
     line = model.scaleup_gb_s / 2.0
-    nvls = line * NVLS_EFFICIENCY if model.vendor == "NVIDIA" else 0.0
+    nvls = line * NVLS_EFFICIENCY if model.nvls else 0.0
     return LinkClass(f"{model.name} scale-up", line * NVLINK_EFFICIENCY, SCALEUP_ALPHA_S, nvls)
 
 

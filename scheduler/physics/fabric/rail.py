@@ -6,18 +6,23 @@ Source: NVIDIA DGX SuperPOD Reference Architecture, DGX H100 (RA-11333-001).  A 
 RA reserves one node slot per SU-group for the UFM appliance, so 4 SU hold 127 DGX nodes
 (1,016 GPUs); pass ``nodes=127`` to reproduce it.
 
-Construction (counts reproduced from the RA for 4 SU: 32 leaves, 16 spines, 1,016 GPU links,
-1,024 leaf-spine cables, two from every leaf to every spine):
+Construction, calibrated on the RA's Table 4 (1-4 SU: 31/63/95/127 nodes, leaves 8/16/24/32,
+spines 4/8/16/16, leaf-spine cables 256/512/768/1,024):
 
-* up to ``su_per_group`` (4) SUs, two tiers: ``S`` spines shared by all rails, ``S`` the
-  smallest divisor of the leaf uplink count ``u = radix - nodes_per_su`` with
-  ``S * radix >= leaves * u``; leaf uplink ``j`` goes to spine ``j mod S``.  1 SU: 8 leaves /
-  4 spines; 2 SU: 16 / 8; 3 SU: 24 / 16; 4 SU: 32 / 16.
-* above that, three tiers (our construction; the RA leaves larger sizes to NVIDIA): SUs form
-  spine groups of ``su_per_group`` SUs whose spines give half their ports down and half to a
-  core layer, which keeps the fabric non-blocking.  Spine ``s`` of every group joins core
-  plane ``s``.  With radix 64 a group has 32 spines and the fabric grows to 64 groups
-  (256 SU, 65,536 GPUs).
+* up to ``two_tier_su`` SUs (default ``radix // gpus_per_node``: 8 at radix 64), two tiers:
+  ``S`` spines shared by all rails, ``S`` the smallest divisor of the leaf uplink count
+  ``u = radix - nodes_per_su`` with ``S * radix >= leaves * u``; leaf uplink ``j`` goes to
+  spine ``j mod S``.  The two-tier limit is the point where the spines' ports are all taken
+  by leaves (64 leaves x 32 uplinks = 32 spines x 64 ports).
+* above that, three tiers: SUs form spine groups of ``su_per_group`` (4) SUs whose spines
+  give half their ports down and half to a core layer, which keeps the fabric non-blocking.
+  Spine ``s`` of every group joins core plane ``s``.  With radix 64 a group has 32 spines and
+  the fabric grows to 64 groups (256 SU, 65,536 GPUs).
+
+Validated (not fitted) against the RA's "larger DGX SuperPOD" component table (the same
+QM9700 counts are printed in the DGX SuperPOD B200 RA, Table 3): 8 SU two-tier with 64 leaves,
+32 spines, 2,048 + 2,048 cables; 16 SU with 128 leaves, 128 spines and 64 cores; 32 SU with
+256 / 256 / 128; 64 SU with 512 / 512 / 256.  See ``tests/core/test_reference_fabrics.py``.
 
 Every spine reaches every rail, so traffic between rails needs no NVLink hop (a rail-only
 spine layer would split the fabric into eight disjoint networks).
@@ -47,7 +52,8 @@ from scheduler.physics.fabric.topology import (
 
 def rail_optimized(n_su: int, *, nodes_per_su: int = 32, gpus_per_node: int = 8,
                    radix: int = 64, port_gbps: float = 400.0, nodes: int | None = None,
-                   su_per_group: int = 4, copper_endpoint_links: bool = False) -> Fabric:
+                   su_per_group: int = 4, two_tier_su: int | None = None,
+                   copper_endpoint_links: bool = False) -> Fabric:
     """Build ``n_su`` rail-optimised scalable units (DGX SuperPOD H100 RA, RA-11333-001).
 
     Parameters
@@ -66,7 +72,11 @@ def rail_optimized(n_su: int, *, nodes_per_su: int = 32, gpus_per_node: int = 8,
         Nodes actually installed (default ``n_su * nodes_per_su``); must leave no SU empty.
         Endpoint ``i`` is GPU ``i % gpus_per_node`` of node ``i // gpus_per_node``.
     su_per_group : int, optional
-        SUs per spine group; above this many SUs the fabric gets a core layer.
+        SUs per spine group of a three-tier fabric.
+    two_tier_su : int, optional
+        Most SUs built with two tiers (default ``radix // gpus_per_node``, the most leaves
+        whose uplinks radix-``radix`` spines can take without a core layer); above it the
+        fabric gets a core layer.
     copper_endpoint_links : bool, optional
         GPU links are copper DACs (not realistic for rails; default False).
 
@@ -86,6 +96,7 @@ def rail_optimized(n_su: int, *, nodes_per_su: int = 32, gpus_per_node: int = 8,
     nps = _int("nodes_per_su", nodes_per_su)
     rails = _int("gpus_per_node", gpus_per_node)
     group = _int("su_per_group", su_per_group)
+    flat = max(1, k // rails) if two_tier_su is None else _int("two_tier_su", two_tier_su)
     port_gbps = _real("port_gbps", port_gbps, 1e-9)
     if nps >= k:
         raise ValueError(f"nodes_per_su must be below the radix {k}, got {nps}")
@@ -95,11 +106,11 @@ def rail_optimized(n_su: int, *, nodes_per_su: int = 32, gpus_per_node: int = 8,
                          f"{n_su * nps} nodes, got {n_nodes}")
     up = k - nps
     n_leaf = n_su * rails
-    if n_su <= group:
+    if n_su <= flat:
         spines = _divisor_at_least(up, math.ceil(n_leaf * up / k))
         if spines is None or n_leaf * up > spines * k:
             raise ValueError(f"{n_leaf} leaves do not fit a two-tier radix-{k} fabric; "
-                             f"lower su_per_group")
+                             f"lower two_tier_su")
         tier, pod, la, lb, lk = _tree([n_leaf], up, spines, 0, 0)
         cores = 0
         n_groups = 1
@@ -125,7 +136,7 @@ def rail_optimized(n_su: int, *, nodes_per_su: int = 32, gpus_per_node: int = 8,
     endpoint_leaf = (e // rails // nps) * rails + e % rails
     params = {
         "n_su": n_su, "nodes": n_nodes, "nodes_per_su": nps, "gpus_per_node": rails,
-        "rails": rails, "su_per_group": group, "spine_groups": n_groups,
+        "rails": rails, "su_per_group": group, "two_tier_su": flat, "spine_groups": n_groups,
         "spines_per_group": spines, "cores_per_plane": cores,
         "copper_endpoint_links": bool(copper_endpoint_links),
         "bisection_gbps": _tree_bisection(port_gbps, n, lk, 1 if cores else None),

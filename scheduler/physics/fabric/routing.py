@@ -121,6 +121,10 @@ class Router(InterGroupRouting):
     def __init__(self, fabric: Fabric, *, gpus_per_node: int = 8, routing: str = "minimal"):
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        if fabric.kind == "dragonfly":
+            raise ValueError("job routing on a plain Dragonfly is not modelled; use "
+                             "scheduler.physics.fabric.dragonfly.dragonfly_route for one flow, "
+                             "or a dragonfly+ fabric")
         self.fabric = fabric
         self.gpus_per_node = _int("gpus_per_node", gpus_per_node)
         self.routing = routing

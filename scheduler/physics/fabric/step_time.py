@@ -1,29 +1,33 @@
-"""Step time of a training job from its parallelism: compute plus exposed communication.
+"""Step time of a training job from its shape and parallelism, priced per layer.
 
-One optimizer step of a dense (or mixture-of-experts) transformer trained with TP x PP x DP
-(x EP), priced per GPU with :mod:`scheduler.physics.fabric.collectives`:
+One optimizer step of a transformer trained with TP x CP x PP x DP (x EP), per GPU, from the
+per-layer costs of :mod:`scheduler.physics.step_model` and the collectives of
+:mod:`scheduler.physics.fabric.collectives`:
 
-* compute: ``6 N T / (gpus * peak * job.efficiency)`` for ``N`` parameters and ``T`` tokens per
-  step (Kaplan et al. 2020); ``job.efficiency`` is the kernel efficiency while computing;
-* TP: Megatron-LM (Shoeybi et al. 2019) all-reduces the activations of a micro-batch
-  (``tokens x hidden x 2`` bytes, BF16) twice per layer forward and twice backward, inside the
-  TP group, on the critical path (exposed in full);
-* PP: the pipeline bubble ``(pp-1)/(m v)`` of the per-micro-batch stage time with ``m``
-  micro-batches and ``v`` virtual stages (interleaved 1F1B, Narayanan et al. 2021; the Llama 3
-  report gives this bubble ratio), plus the send/recv hops of the warm-up and cool-down (one
-  per stage boundary each way); steady-state sends overlap compute (asynchronous, as in
-  Llama 3);
-* DP: ZeRO/FSDP reduce-scatter of the BF16 gradients and all-gather of the BF16 weights of the
-  rank's shard (``2 N / (tp pp)`` bytes each) across the DP group; ``overlap`` of it hides
-  behind compute (never more than the compute itself);
-* EP (``ep > 1``): every layer is taken as a mixture-of-experts layer with top-1 routing: an
-  all-to-all dispatch and combine of the rank's tokens forward and again backward, exposed.
+* compute: each layer's GEMMs, attention (it grows with the sequence length) and element-wise
+  kernels at the accelerator generation's kernel efficiencies, forward, backward and any
+  recomputation, for ``m`` micro-batches per DP replica;
+* TP: Megatron-LM's two all-reduces per layer forward and two backward (with sequence
+  parallelism an all-gather and a reduce-scatter each, the same bytes), of which
+  ``recipe.tp_overlap`` hides behind the layer's GEMMs (never more than the GEMMs);
+* CP: ring attention passes ``cp - 1`` key/value blocks per layer forward and twice backward,
+  hidden behind the attention kernel it feeds;
+* PP: the bubble of the schedule (1F1B, interleaved, zero-bubble: ``step_model``) on the
+  stage's busy time, the warm-up and cool-down hops, and every steady-state send unless
+  ``recipe.pp_overlap``;
+* DP: ZeRO-0 all-reduces the BF16 gradients of the rank's ``N/(tp pp)`` weights; ZeRO-1/2
+  reduce-scatter them and all-gather the updated weights; ZeRO-3 also gathers the weights
+  forward and backward every micro-batch.  Bucketed, the gradient traffic hides behind the
+  last micro-batch's backward and the weight gather behind the first forward, each for at
+  most ``overlap`` of its traffic;
+* EP (``ep > 1``): top-1 all-to-all dispatch and combine forward and backward, exposed.
 
-Transformer shape from the parameter count alone: ``N = 12 L h^2`` with ``h = 128 L`` (Llama 3
-405B: 126 layers of 16,384, ratio 130; GPT-3 175B: 96 of 12,288, ratio 128).  Ranks are
-numbered TP fastest, then DP (EP carved out of DP), then PP, as in Megatron-LM, so a TP group
-fills a node first and the DP and PP groups stride across nodes.  The figures this model gives
-for a Llama 3-like job are in ``docs/collectives.md``.
+``compute_s`` is the kernels' time; the rest of ``total_s`` is the bubble and exposed
+communication.  ``mfu`` is model FLOPs (``6 N`` plus attention) over ``total_s`` and peak.
+A job without ``transformer`` takes ``N = 12 L h^2`` with ``h = 128 L`` and one sequence of
+``microbatch_tokens`` per micro-batch; without ``recipe`` it trains as :class:`Recipe`'s
+defaults with the caller's ``virtual_stages``.  Validation against published runs:
+``docs/physics.md`` ("Step time: validation").
 """
 
 from __future__ import annotations
@@ -34,10 +38,17 @@ from numbers import Integral, Real
 
 from scheduler.hardware.catalog import Accelerator
 from scheduler.physics.fabric.collectives import collective, scaleout_link, scaleup_link
-from scheduler.workload.jobs import Parallelism, TrainingJob
+from scheduler.physics.step_model import (
+    BYTES_PER_VALUE,
+    KERNELS,
+    bubble_fraction,
+    generation,
+    layer_cost,
+    model_flops_per_token,
+)
+from scheduler.workload.jobs import Parallelism, Recipe, TrainingJob, Transformer
 
-BYTES_PER_VALUE = 2
-"""BF16 activations, gradients and gathered weights."""
+DEFAULT_RECIPE = Recipe()
 
 SEQUENCE_TOKENS = 8192
 """Tokens of one micro-batch: one 8,192-token sequence (Llama 3 405B pre-training)."""
@@ -74,7 +85,15 @@ class StepBreakdown:
     microbatches : int
         Micro-batches per DP replica per step.
     layers, hidden : float
-        The assumed transformer shape (depth, width).
+        The transformer shape (depth, width).
+    cp_s : float
+        Exposed context-parallel time, s (also inside ``total_s``).
+    bubble_s : float
+        The pipeline bubble, s (part of ``pp_s``).
+    model_flops : float
+        Model FLOPs of the step, all GPUs (``6 N T`` plus attention), FLOP.
+    mfu : float
+        ``model_flops / (total_s * gpus * peak)``.
     """
 
     compute_s: float
@@ -87,10 +106,14 @@ class StepBreakdown:
     microbatches: int
     layers: float
     hidden: float
+    cp_s: float = 0.0
+    bubble_s: float = 0.0
+    model_flops: float = 0.0
+    mfu: float = 0.0
 
     @property
     def efficiency_factor(self) -> float:
-        """``compute_s / total_s``: multiply by the kernel efficiency for MFU."""
+        """``compute_s / total_s``: the share of the step the GPU computes."""
         return self.compute_s / self.total_s
 
 
@@ -108,9 +131,9 @@ def default_parallelism(gpus: int, gpus_per_node: int) -> Parallelism:
     """TP up to 8 within a node (the largest divisor of ``gpus``), PP 1, DP the rest.
 
     >>> default_parallelism(64, 8)
-    Parallelism(tp=8, pp=1, dp=8, ep=1)
+    Parallelism(tp=8, pp=1, dp=8, ep=1, cp=1)
     >>> default_parallelism(12, 8)
-    Parallelism(tp=6, pp=1, dp=2, ep=1)
+    Parallelism(tp=6, pp=1, dp=2, ep=1, cp=1)
     """
     tp = min(8, gpus_per_node, gpus)
     while gpus % tp:
@@ -146,6 +169,14 @@ def _check(job, gpus_per_node, nodes, scaleout_share, overlap, global_batch_toke
             raise ValueError(f"{name} must be a positive number, not {value!r}")
 
 
+def _shape(job: TrainingJob, microbatch_tokens: float) -> Transformer:
+    if job.transformer is not None:
+        return job.transformer
+    layers, hidden = transformer_shape(job.params_b * 1e9)
+    return Transformer(layers=max(1, round(layers)), hidden=max(1, round(hidden)),
+                       seq_len=max(1, round(microbatch_tokens)))
+
+
 def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, nodes: int,
                    scaleout_share: float = 1.0, overlap: float = 0.7,
                    global_batch_tokens: float | None = None, nic_gbps: float = 400.0,
@@ -157,8 +188,9 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     ----------
     job : TrainingJob
         Needs ``params_b > 0``; ``job.parallelism`` or, if ``None``,
-        :func:`default_parallelism`.
+        :func:`default_parallelism`; ``job.transformer`` and ``job.recipe`` if set.
     model : Accelerator
+        Its name picks the kernel efficiencies (:func:`scheduler.physics.step_model.generation`).
     gpus_per_node : int
         GPUs per scale-up domain (8 for HGX, 72 for NVL72).
     nodes : int
@@ -167,15 +199,17 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     scaleout_share : float, optional
         Share of the scale-out bandwidth the job's traffic gets, (0, 1] (default 1).
     overlap : float, optional
-        Fraction of the DP communication hidden behind compute, [0, 1] (default 0.7).
+        Share of the DP traffic that may hide behind compute, [0, 1] (default 0.7), unless
+        ``job.recipe.dp_overlap`` says otherwise.
     global_batch_tokens : float, optional
-        Tokens per step; default ``dp * SEQUENCES_PER_REPLICA * SEQUENCE_TOKENS``.
+        Tokens per step; default ``job.recipe.global_batch`` sequences, else 16 sequences per
+        DP replica.
     nic_gbps : float, optional
         NIC line rate per GPU, Gb/s (default 400).
     microbatch_tokens : float, optional
-        Tokens per micro-batch (default one 8,192-token sequence).
+        Sequence length of a job without ``transformer`` (default 8,192).
     virtual_stages : int, optional
-        Model chunks per pipeline rank (interleaved schedule; default 1, plain 1F1B).
+        Chunks per pipeline rank when ``job.recipe`` does not set them (default 1).
 
     Returns
     -------
@@ -198,46 +232,96 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     _check(job, gpus_per_node, nodes, scaleout_share, overlap, global_batch_tokens,
            microbatch_tokens, virtual_stages)
     par = job.parallelism or default_parallelism(job.gpus, gpus_per_node)
+    rec = job.recipe or DEFAULT_RECIPE
+    shape = _shape(job, microbatch_tokens)
     k = min(gpus_per_node, -(-job.gpus // nodes))
     up, out = scaleup_link(model), scaleout_link(nic_gbps)
 
     def price(op: str, nbytes: float, gpus: int, per_node: int) -> float:
-        if gpus < 2:
+        if gpus < 2 or nbytes <= 0:
             return 0.0
         return collective(op, nbytes, gpus, gpus_per_node=per_node, scaleup=up, scaleout=out,
                           scaleout_share=scaleout_share).time_s
 
     params = job.params_b * 1e9
-    tokens = (global_batch_tokens if global_batch_tokens is not None
-              else par.dp * SEQUENCES_PER_REPLICA * SEQUENCE_TOKENS)
-    compute = 6.0 * params * tokens / (job.gpus * model.bf16_tflops * 1e12 * job.efficiency)
+    s_len, h, layers = float(shape.seq_len), float(shape.hidden), float(shape.layers)
+    heads = float(shape.heads or max(1, round(h / HIDDEN_PER_LAYER)))
+    kv_share = (shape.kv_heads or heads) / heads
+    ffn = float(shape.ffn or 4 * shape.hidden)
+    weights = max(params - shape.vocab * h, 0.0) / layers
 
-    per_replica = tokens / par.dp
-    m = max(1, round(per_replica / microbatch_tokens))
-    layers, hidden = transformer_shape(params)
+    if global_batch_tokens is not None:
+        tokens = float(global_batch_tokens)
+    elif rec.global_batch:
+        tokens = float(rec.global_batch * shape.seq_len)
+    else:
+        tokens = float(par.dp * SEQUENCES_PER_REPLICA * shape.seq_len)
+    mb_tokens = rec.micro_batch * s_len
+    m = max(1, round(tokens / par.dp / mb_tokens))
+    v = rec.virtual_stages or virtual_stages
+    v = v if (rec.schedule == "interleaved" and par.pp > 1) else 1
     stage_layers = layers / par.pp
-    activation = per_replica / m * hidden * BYTES_PER_VALUE
 
-    tp = m * stage_layers * TP_ALL_REDUCES_PER_LAYER * price(
+    eff = KERNELS[generation(model.name)]
+    peak = model.bf16_tflops * 1e12
+    hbm = (model.hbm_tb_s or eff.hbm_tb_s) * 1e12
+    lc = layer_cost(tokens=mb_tokens, seq_len=s_len, hidden=h, heads=heads, ffn=ffn,
+                    weights=weights, tp=par.tp, cp=par.cp, peak_flops=peak, hbm_bytes_s=hbm,
+                    eff=eff, sequence_parallel=rec.sequence_parallel,
+                    flash_attention=rec.flash_attention, recompute=rec.recompute)
+    # the logit layer runs on the last stage; spread over the stages as an approximation
+    logits = 6.0 * mb_tokens / par.cp * shape.vocab * h / par.tp / (peak * eff.gemm) / par.pp
+    per_mb = stage_layers * lc.total_s + logits
+    compute = m * per_mb
+
+    # TP: 4 collectives per layer per micro-batch (6 with full recomputation)
+    activation = mb_tokens / par.cp * h * BYTES_PER_VALUE
+    tp_per_layer = (6 if rec.recompute == "full" else 4) * price(
         "all_reduce", activation, par.tp, _per_node(par.tp, 1, k))
+    tp_exposed = tp_per_layer - min(rec.tp_overlap * tp_per_layer, lc.gemm_s)
+    tp = m * stage_layers * tp_exposed
+
+    cp = 0.0
+    if par.cp > 1:
+        kv_block = 2.0 * activation * kv_share / par.tp
+        ring = 3.0 * (par.cp - 1) * collective(
+            "p2p", kv_block, 2, gpus_per_node=2 if par.tp * par.cp <= k else 1, scaleup=up,
+            scaleout=out, scaleout_share=scaleout_share).time_s
+        cp = m * stage_layers * max(0.0, ring - 3.0 * lc.attention_fwd_s)
+
     ep = 0.0
     if par.ep > 1:
         ep = m * stage_layers * EP_ALL_TO_ALLS_PER_LAYER * price(
-            "all_to_all", activation / par.tp, par.ep, _per_node(par.ep, par.tp, k))
+            "all_to_all", activation / par.tp, par.ep, _per_node(par.ep, par.tp * par.cp, k))
 
-    pp = 0.0
+    pp = bubble = 0.0
     if par.pp > 1:
-        bubble = (par.pp - 1) / (m * virtual_stages) * (compute + tp + ep)
+        bubble = bubble_fraction(rec.schedule, par.pp, m, v) * (compute + tp + cp + ep)
         hop = collective("p2p", activation / par.tp, 2,
-                         gpus_per_node=2 if par.tp * par.dp < k else 1, scaleup=up,
+                         gpus_per_node=2 if par.tp * par.cp * par.dp < k else 1, scaleup=up,
                          scaleout=out, scaleout_share=scaleout_share).time_s
-        pp = bubble + 2 * (par.pp - 1) * hop
+        hops = 2 * (par.pp - 1) + (0 if rec.pp_overlap else 2 * m * v)
+        pp = bubble + hops * hop
 
+    dp_overlap = overlap if rec.dp_overlap is None else rec.dp_overlap
     shard = BYTES_PER_VALUE * params / (par.tp * par.pp)
-    dp_per_node = _per_node(par.dp, par.tp, k)
-    dp_raw = (price("reduce_scatter", shard, par.dp, dp_per_node)
-              + price("all_gather", shard, par.dp, dp_per_node))
-    dp = dp_raw - min(overlap * dp_raw, compute)
+    dp_group = par.dp * par.cp
+    dp_per_node = _per_node(dp_group, par.tp, k)
+    if rec.zero_stage == 0:
+        grads, gather = price("all_reduce", shard, dp_group, dp_per_node), 0.0
+    else:
+        grads = price("reduce_scatter", shard, dp_group, dp_per_node)
+        gather = price("all_gather", shard, dp_group, dp_per_node)
+    backward = per_mb * 2.0 / 3.0
+    forward = stage_layers * lc.forward_s
+    dp = (grads - min(dp_overlap * grads, backward)) + (gather - min(dp_overlap * gather,
+                                                                        forward))
+    if rec.zero_stage == 3:
+        per_layer_gather = 2.0 * gather / stage_layers
+        dp += m * stage_layers * max(0.0, per_layer_gather - dp_overlap * lc.total_s)
 
-    total = compute + tp + pp + dp + ep
-    return StepBreakdown(compute, tp, pp, dp, ep, total, float(tokens), m, layers, hidden)
+    total = compute + tp + cp + pp + dp + ep
+    flops = model_flops_per_token(params, layers, h, s_len) * tokens
+    mfu = flops / (total * job.gpus * peak)
+    return StepBreakdown(compute, tp, pp, dp, ep, total, tokens, m, layers, h, cp, bubble,
+                         flops, mfu)

@@ -30,10 +30,10 @@ import numpy as np
 TIERS = ("leaf", "spine", "core")
 """Switch tier names; the code stored in :attr:`Fabric.switch_tier` is the index."""
 
-LINK_KINDS = ("leaf-spine", "spine-core", "global", "island-uplink")
+LINK_KINDS = ("leaf-spine", "spine-core", "global", "island-uplink", "local")
 """Switch-link kind names; the code stored in :attr:`Fabric.link_kind` is the index."""
 
-KINDS = ("fat-tree", "dragonfly+", "rail", "island")
+KINDS = ("fat-tree", "dragonfly+", "rail", "island", "dragonfly")
 """Fabric kinds the builders produce."""
 
 
@@ -121,7 +121,8 @@ class Fabric:
         Per switch-to-switch link: the lower-tier switch and the upper-tier (or, for a
         global link, peer) switch.
     link_kind : numpy.ndarray of int8
-        Per switch link: 0 leaf-spine, 1 spine-core, 2 global, 3 island uplink.
+        Per switch link: 0 leaf-spine, 1 spine-core, 2 global, 3 island uplink, 4 local
+        (router to router inside a plain Dragonfly group).
     params : dict
         Builder parameters; builders also store the closed forms ``bisection_gbps`` and
         ``diameter`` here, and ``copper_endpoint_links``.

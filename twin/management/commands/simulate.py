@@ -13,6 +13,7 @@ import sys
 from tqdm import tqdm
 
 from scheduler.presets import PRESETS
+from scheduler.reliability.profiles import PROFILES
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
@@ -52,14 +53,14 @@ def _on_off(flag: str, raw: str) -> bool:
 
 
 def _interval(raw: str | None):
-    if raw is None or raw == "auto":
+    if raw is None or raw in ("auto", "job"):
         return raw
     try:
         value = float(raw)
     except ValueError:
-        raise refuse(f"--checkpoint-interval must be auto or seconds, not {raw!r}") from None
+        raise refuse(f"--checkpoint-interval must be auto, job or seconds, not {raw!r}") from None
     if not (math.isfinite(value) and value > 0):
-        raise refuse(f"--checkpoint-interval must be auto or seconds > 0, not {raw!r}")
+        raise refuse(f"--checkpoint-interval must be auto, job or seconds > 0, not {raw!r}")
     return value
 
 
@@ -207,9 +208,14 @@ class Command(OneLineCommand):
                                  "workload (the cluster stays the preset's)")
         parser.add_argument("--failures", default="on", help="on (default) or off: the "
                             "failure-free baseline")
-        parser.add_argument("--checkpoint-interval", metavar="{auto,SECONDS}",
-                            help="auto (Young/Daly per job) or seconds (default: each job's own)")
-        parser.add_argument("--recovery", default="disk", help="disk (default) or memory")
+        parser.add_argument("--checkpoint-interval", metavar="{auto,job,SECONDS}",
+                            help="auto (Young/Daly per job, the default), job (each job's own) "
+                                 "or seconds")
+        parser.add_argument("--recovery", default="disk",
+                            help="disk (default, synchronous), async or memory")
+        parser.add_argument("--failure-profile", metavar="NAME|PATH", default="llama3",
+                            help=f"failure rates: one of {', '.join(PROFILES)} (default llama3) "
+                                 "or a profile .toml file (docs/failures.md)")
         parser.add_argument("--spares", metavar="FRACTION",
                             help="fraction of nodes held as hot spares (default: the preset's)")
         parser.add_argument("--physics", default="on", help="on (default): fabric routing, "
@@ -264,7 +270,7 @@ class Command(OneLineCommand):
               "recovery": opts["recovery"], "spares": _fraction(opts["spares"]),
               "fabric": opts["fabric"], "physics": _on_off("--physics", opts["physics"]),
               "oversubscription": _ratio(opts["oversubscription"]),
-              "load": _load(opts["load"])}
+              "load": _load(opts["load"]), "failure_profile": opts["failure_profile"]}
         try:
             return Scenario(**kw)
         except ScenarioError as exc:

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from scheduler.control.whatif import whatif
 from scheduler.presets import PRESETS
+from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError
 from twin import selectors
 from twin import whatif as service
@@ -91,6 +92,9 @@ class Command(OneLineCommand):
         parser.add_argument("--action", default="null", metavar="JSON",
                             help='the action, e.g. \'{"kind": "spine_switch", "target": 0}\' '
                                  "(default: none)")
+        parser.add_argument("--failure-profile", metavar="NAME|PATH",
+                            help=f"--preset: failure rates, one of {', '.join(PROFILES)} "
+                                 "(default llama3) or a profile .toml file")
         parser.add_argument("--hours", default="24", help="simulated hours forward (default 24)")
         parser.add_argument("--seeds", default="3", help="futures to compare, 1-32 (default 3)")
         parser.add_argument("--first-seed", default="1", help="the first seed (default 1)")
@@ -103,6 +107,9 @@ class Command(OneLineCommand):
     def handle(self, *args, **opts):
         if opts["from_live"] == bool(opts["preset"]):
             raise refuse("give one of --from-live or --preset NAME")
+        if opts["from_live"] and opts["failure_profile"]:
+            raise refuse("--failure-profile goes with --preset (a live snapshot keeps its "
+                         "cluster's profile)")
         try:
             action = json.loads(opts["action"])
         except ValueError as exc:
@@ -166,7 +173,8 @@ class Command(OneLineCommand):
         # the workload must arrive through the whole window: a day past its end
         days = min(MAX_DAYS, (warm + hours) / 24.0 + 1.0)
         try:
-            engine, _ = Scenario(preset=opts["preset"], days=days, seed=seed).engine()
+            engine, _ = Scenario(preset=opts["preset"], days=days, seed=seed,
+                                 failure_profile=opts["failure_profile"] or "llama3").engine()
         except ScenarioError as exc:
             raise refuse(str(exc)) from None
         engine.run_until(warm * 3600.0)
