@@ -152,6 +152,7 @@ class Engine:
                                          costs=costs, enabled=failures,
                                          weibull_shape=weibull_shape,
                                          modes=failure_modes or MODES)
+        jobs.pricing.modes = self.reliability.modes  # "auto" intervals from this profile
         self.burst = CloudBurst(ctx, pools=CloudPools(plan.cloud_pools), jobs=jobs)
         self.fleet = InferenceFleet(ctx, plan=plan, state=state, jobs=jobs,
                                     place=sched.place, services=workload.services,

@@ -65,8 +65,8 @@ def _mttf_by_size(engine) -> list[dict]:
     for b, (lo, hi) in enumerate(zip(SIZE_BUCKETS[:-1], SIZE_BUCKETS[1:], strict=True)):
         # the model's MTTF for the bucket's mean job (failures.job_failure_rate), beside the
         # one measured here (in a mirror: the real cluster's interruptions)
-        predicted = (1.0 / job_failure_rate(span[b] / jobs[b], size[b] / jobs[b])
-                     if jobs[b] else None)
+        predicted = (1.0 / job_failure_rate(span[b] / jobs[b], size[b] / jobs[b],
+                                            engine.reliability.modes) if jobs[b] else None)
         out.append({"gpus": f"{lo}-{hi - 1}" if hi < 1 << 30 else f">={lo}",
                     "jobs": int(jobs[b]), "interruptions": int(n[b]),
                     "mttf_hours": round(float(h[b] / n[b]), 2) if n[b] else None,

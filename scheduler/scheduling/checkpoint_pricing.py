@@ -17,7 +17,7 @@ from scheduler.reliability.checkpoint import (
     CheckpointPrice,
     daly_interval,
 )
-from scheduler.reliability.failures import job_failure_rate
+from scheduler.reliability.failures import MODES, job_failure_rate
 
 
 def check_interval(interval) -> None:
@@ -27,7 +27,7 @@ def check_interval(interval) -> None:
         raise ValueError("checkpoint_interval must be None, 'auto' or positive seconds")
 
 
-def auto_interval(price: CheckpointPrice, *, nodes: int, gpus: int) -> float:
+def auto_interval(price: CheckpointPrice, *, nodes: int, gpus: int, modes=MODES) -> float:
     """Daly's optimum for the gang's checkpoint stall and MTTF, s, but never shorter than the
     time a checkpoint takes to become usable (persists and replications do not queue).
 
@@ -35,7 +35,7 @@ def auto_interval(price: CheckpointPrice, *, nodes: int, gpus: int) -> float:
     >>> auto_interval(p, nodes=2048, gpus=16384)  # Daly alone would give less
     500.0
     """
-    mttf_s = 3600.0 / job_failure_rate(nodes, gpus)
+    mttf_s = 3600.0 / job_failure_rate(nodes, gpus, modes)
     return max(daly_interval(price.stall_s, mttf_s), price.lag_s)
 
 
@@ -50,6 +50,8 @@ class CheckpointPricing:
         Each job's own interval, Young/Daly per gang ("auto"), or seconds for every job.
     """
 
+    modes = MODES  # the failure profile "auto" intervals follow (the engine sets its own)
+
     def __init__(self, costs: CheckpointCosts, interval=None):
         check_interval(interval)
         self.costs = costs
@@ -62,7 +64,7 @@ class CheckpointPricing:
         p = self.costs.price(checkpoint_gb=j.checkpoint_gb, gpus=j.gpus, nodes=nodes,
                              key=run.idx)
         if self.interval == "auto":
-            run.interval_s = auto_interval(p, nodes=nodes, gpus=j.gpus)
+            run.interval_s = auto_interval(p, nodes=nodes, gpus=j.gpus, modes=self.modes)
         elif self.interval is not None:
             run.interval_s = float(self.interval)
         run.write_s = p.stall_s

@@ -259,3 +259,24 @@ def test_failure_modes_survive_a_replan_settings_copy():
     again = Engine(e.plan, e.workload, seed=0, **e.settings)
     assert again.reliability.modes == load_profile("rsc1").modes
     assert dataclasses.is_dataclass(again.reliability.modes[0])
+
+
+
+def test_auto_checkpoint_intervals_and_the_live_mttf_follow_the_engines_profile():
+    """A fleet that fails more often checkpoints more often: Daly's interval grows with the
+    job's MTTF, so the profile with the shorter MTTF gives the shorter interval; the live
+    page's predicted MTTF is the profile's too."""
+    from scheduler.live import live_frame
+    intervals, mttf_h = {}, {}
+    for name in ("llama3", "rsc1"):
+        e, _ = Scenario(preset="llama3-16k", gpus=1024, days=0.2, seed=0, failures=False,
+                        failure_profile=name).engine()
+        e.run_until(1800.0)
+        run = max((r for r in e.runs if r.first_start is not None), key=lambda r: r.gpus)
+        nodes = int(run.placement.nodes.size)
+        intervals[name] = run.interval_s
+        mttf_h[name] = 1.0 / job_failure_rate(nodes, run.gpus, load_profile(name).modes)
+        bucket = next(b for b in live_frame(e)["failures"]["mttf_by_size"]
+                      if b["gpus"] == "512-4095")
+        assert bucket["predicted_mttf_hours"] == pytest.approx(mttf_h[name], rel=0.05)
+    assert mttf_h["rsc1"] < mttf_h["llama3"] and intervals["rsc1"] < intervals["llama3"]
