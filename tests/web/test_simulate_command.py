@@ -112,6 +112,9 @@ def test_json_dash_writes_the_report_to_stdout_and_the_summary_to_stderr(capsys)
     (["--preset", "dev-small", "--trace", str(TRACES / "unknown_header.csv")],
      "unrecognised header"),
     (["--preset", "dev-small", "--trace", str(TRACES)], "is not a file"),
+    (["--preset", "dev-small", "--warmup-s", "soon"], "--warmup-s must be a number"),
+    (["--preset", "dev-small", "--detect-s", "inf"], "--detect-s must be a finite"),
+    (["--preset", "dev-small", "--reschedule-s", "-5"], "reschedule_s"),
 ])
 def test_bad_flags_are_refused_with_status_2_and_write_nothing(tmp_path, args, message):
     path = tmp_path / "report.json"
@@ -200,3 +203,13 @@ def test_bad_fabric_flags_exit_2(tmp_path, flags, message):
                      "--json", str(out), stdout=io.StringIO(), stderr=io.StringIO())
     assert err.value.returncode == 2 and message in str(err.value)
     assert not out.exists()
+
+
+def test_the_restart_parts_are_set_from_the_command_line(tmp_path):
+    """A longer warm-up after every restart costs recovery time: the same seed with a
+    10-minute warm-up books more recovery GPU-hours than with none."""
+    args = ("--preset", "llama3-16k", "--gpus", "2048", "--days", "2", "--seed", "4")
+    quick = simulate(tmp_path, *args, "--warmup-s", "0", "--reschedule-s", "0", name="a.json")
+    slow = simulate(tmp_path, *args, "--warmup-s", "600", "--reschedule-s", "0", name="b.json")
+    assert quick["interruptions"]["unplanned"] > 0
+    assert slow["ledger_gpu_hours"]["recovery"] > quick["ledger_gpu_hours"]["recovery"]

@@ -86,6 +86,19 @@ def _ratio(raw: str | None) -> float | None:
     return value
 
 
+def _seconds(flag: str, raw: str | None) -> float | None:
+    """A restart part in seconds (its bound is the scenario's: one line if out of it)."""
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise refuse(f"{flag} must be a number of seconds, not {raw!r}") from None
+    if not math.isfinite(value):
+        raise refuse(f"{flag} must be a finite number of seconds, not {raw!r}")
+    return value
+
+
 def _fraction(raw: str | None) -> float | None:
     if raw is None:
         return None
@@ -216,6 +229,11 @@ class Command(OneLineCommand):
         parser.add_argument("--failure-profile", metavar="NAME|PATH", default="llama3",
                             help=f"failure rates: one of {', '.join(PROFILES)} (default llama3) "
                                  "or a profile .toml file (docs/failures.md)")
+        for flag, what in (("--detect-s", "failure detection (default: each failure mode's "
+                                          "own)"),
+                           ("--reschedule-s", "rescheduling a gang after a failure"),
+                           ("--warmup-s", "warm-up after loading the checkpoint")):
+            parser.add_argument(flag, metavar="SECONDS", help=f"restart part: {what}")
         parser.add_argument("--spares", metavar="FRACTION",
                             help="fraction of nodes held as hot spares (default: the preset's)")
         parser.add_argument("--physics", default="on", help="on (default): fabric routing, "
@@ -270,7 +288,10 @@ class Command(OneLineCommand):
               "recovery": opts["recovery"], "spares": _fraction(opts["spares"]),
               "fabric": opts["fabric"], "physics": _on_off("--physics", opts["physics"]),
               "oversubscription": _ratio(opts["oversubscription"]),
-              "load": _load(opts["load"]), "failure_profile": opts["failure_profile"]}
+              "load": _load(opts["load"]), "failure_profile": opts["failure_profile"],
+              "detect_s": _seconds("--detect-s", opts["detect_s"]),
+              "reschedule_s": _seconds("--reschedule-s", opts["reschedule_s"]),
+              "warmup_s": _seconds("--warmup-s", opts["warmup_s"])}
         try:
             return Scenario(**kw)
         except ScenarioError as exc:
