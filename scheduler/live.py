@@ -41,7 +41,10 @@ def _running(engine, top: int) -> list[dict]:
              "model": engine.plan.models[r.model].name,
              "span": {"pods": int(np.unique(dom["pod"][r.placement.nodes]).size),
                       "leaves": int(np.unique(dom["leaf"][r.placement.nodes]).size)},
-             "mfu": round(float(r.slow * r.spec.efficiency), 4) if r.state == RUNNING else 0.0,
+             # model FLOP/s achieved over the gang's peak (the step model's kernel efficiency
+             # when physics prices the gang, else the job's own)
+             "mfu": round(float(r.rate * r.slow / (r.gpus * engine.ledger.peak[r.model])), 4)
+             if r.state == RUNNING else 0.0,
              "running_h": round((engine.now - r.seg_start) / 3600.0, 3)}
             for r in runs]
 
@@ -134,15 +137,16 @@ def live_placement(engine) -> dict:
 
     Kept apart from :func:`live_frame` (which every dashboard receives each tick): the API's
     rack, node and job views and the admin's live columns read it.  ``jobs`` maps a job name to
-    its state, GPUs and node runs ``[[first, last], ...]``; ``down``, ``drained`` and ``spare``
-    are node runs; ``gpus_down`` GPU runs (a GPU or its NIC link out); ``switches_down`` failed
-    switches; ``links_down`` switch links out (themselves or through a failed switch);
-    ``storage`` each tier's share of its bandwidth left (drills, failures and operators).
+    its state, GPUs, tenant and node runs ``[[first, last], ...]``; ``down``, ``drained`` and
+    ``spare`` are node runs; ``gpus_down`` GPU runs (a GPU or its NIC link out);
+    ``switches_down`` failed switches; ``links_down`` switch links out (themselves or through
+    a failed switch); ``storage`` each tier's share of its bandwidth left (drills, failures
+    and operators).
     """
     s = engine.state
     jobs = {}
     for r in engine.running.values():
-        jobs[r.spec.name] = {"state": r.state, "gpus": r.gpus,
+        jobs[r.spec.name] = {"state": r.state, "gpus": r.gpus, "tenant": r.spec.tenant,
                              "model": engine.plan.models[r.model].name,
                              "nodes": _ranges(r.placement.nodes)}
     rel = engine.reliability

@@ -13,6 +13,9 @@ Sources for the shapes (see ``../shared/reference/figures.md``):
   twice the RA's "Best" 4-SU figures (500 / 250 GB/s).
 * ``meta-24k``: Meta's 24,576-GPU RoCE cluster (SIGCOMM 2024; Llama 3 report): 8 zones of
   3,072 H100 GPUs on chassis spines, 16 GPUs per rack, 1:7 above the zones.
+* ``dragonfly-16k``: 16,384 H100 GPUs on the balanced radix-64 plain Dragonfly of Kim, Dally,
+  Scott, Abts (ISCA 2008, section 3: p = h = 16, a = 32, 63 ports used): 32 groups of 512
+  GPUs; storage at the 1 GB/s-per-GPU rule of thumb below; the capacity is assumed.
 * ``hyperscale-100k``: compute islands of the same kind, sized past 100,000 GPUs; storage at the
   vendors' rule of thumb of 1 GB/s read per GPU, half that for writes (the RA's 2:1 ratio).
 Cloud prices are assumptions (editable in the admin), not quotes.
@@ -110,6 +113,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         (NodeGroup("H100-SXM", 3072, nodes_per_rack=2),), "island",
         {"zone_gpus": 3072, "gpus_per_leaf": 16, "oversubscription": 7.0},
         central_read_gb_s=2000.0, central_write_gb_s=2000.0, central_capacity_tb=240_000.0,
+    ),
+    Preset(
+        "dragonfly-16k", "16,384 H100 GPUs on a balanced radix-64 plain Dragonfly, 32 groups",
+        (NodeGroup("H100-SXM", 2048, nodes_per_rack=2),), "dragonfly", {"p": 16},
+        central_read_gb_s=16_384.0, central_write_gb_s=8_192.0, central_capacity_tb=100_000.0,
     ),
 )}
 

@@ -17,7 +17,7 @@ from django.db import transaction
 
 from scheduler.hardware.catalog import CATALOG
 from scheduler.hardware.cluster import CloudPoolSpec, ClusterPlan, NodeShape, StorageSpec
-from scheduler.physics.fabric.topology import TIERS, Fabric
+from scheduler.physics.fabric.topology import LINK_KINDS, TIERS, Fabric
 from twin import models as m
 
 BATCH = 5000
@@ -207,13 +207,17 @@ def cluster_arrays_read(*, cluster: m.Cluster) -> dict[str, np.ndarray]:
     }
 
 
-def _link_kinds(fabric_kind: str, tier_a: np.ndarray, tier_b: np.ndarray) -> np.ndarray:
+def _link_kinds(fabric_kind: str, tier_a: np.ndarray, tier_b: np.ndarray,
+                pod_a: np.ndarray, pod_b: np.ndarray) -> np.ndarray:
     """Switch-link kinds (:data:`~scheduler.physics.fabric.topology.LINK_KINDS`) from the tiers
     a link joins: leaf-spine, spine-core (an island uplink on an island fabric), and a link
-    between two switches of one tier is a global (Dragonfly+) link."""
+    between two switches of one tier is a global (Dragonfly+) link; on a plain Dragonfly a link
+    between two routers of one group (pod) is a local link."""
     kind = np.where(tier_a == tier_b, 2, np.where(tier_a == 0, 0, 1))
     if fabric_kind == "island":
         kind = np.where((tier_a == 1) & (tier_b == 2), 3, kind)
+    if fabric_kind == "dragonfly":
+        kind = np.where(pod_a == pod_b, LINK_KINDS.index("local"), 2)
     return kind.astype(np.int8)
 
 
@@ -279,13 +283,15 @@ def cluster_plan_read(*, cluster: m.Cluster) -> ClusterPlan:
                   dtype=np.int64).reshape(-1, 2)
     link_a = np.array([sw_pos[s] for s in up[:, 0].tolist()], dtype=np.int32)
     link_b = np.array([sw_pos[s] for s in up[:, 1].tolist()], dtype=np.int32)
+    pod = np.array([-1 if s[3] is None else s[3] for s in switches], dtype=np.int64)
     fabric = Fabric(
         kind=cluster.fabric_kind, n_endpoints=int(endpoint_leaf.size), switch_tier=tier,
-        switch_pod=[-1 if s[3] is None else s[3] for s in switches],
+        switch_pod=pod,
         switch_rail=[-1 if s[4] is None else s[4] for s in switches],
         radix=int(switches[0][5]), port_gbps=float(switches[0][6]),
         endpoint_leaf=endpoint_leaf, link_a=link_a, link_b=link_b,
-        link_kind=_link_kinds(cluster.fabric_kind, tier[link_a], tier[link_b]),
+        link_kind=_link_kinds(cluster.fabric_kind, tier[link_a], tier[link_b], pod[link_a],
+                              pod[link_b]),
         params=params)
     storage = tuple(StorageSpec(s.name, s.tier, s.capacity_tb, s.read_gb_s, s.write_gb_s,
                                 s.gpudirect)

@@ -12,7 +12,9 @@ the compute slowed by a cap (throttled), exposed communication, and data stall::
 
 with ``c`` compute and ``x`` exposed communication per step, ``theta`` the throttle factor and
 ``sigma`` the data-stall fraction.  A gang whose split moved by more than ``tolerance`` starts a
-new run segment at its new speed.
+new run segment at its new speed.  Its rate while computing is priced by the step model's kernel
+efficiency (:meth:`Physics.kernel_efficiency`), not ``job.efficiency``, so with no throttle and no
+stall the gang achieves the step model's MFU.
 """
 
 from __future__ import annotations
@@ -148,10 +150,28 @@ class Physics:
             self._steps[key] = bd
         return bd
 
+    def _share(self, run) -> float:
+        return self.share.get(run.idx, self.typical_share if self._spans_leaves(run) else 1.0)
+
+    def kernel_efficiency(self, run) -> float:
+        """Model FLOP/s while computing over peak: what a placed gang's rate is priced at.
+
+        The step model's ``model_flops / (compute_s * gpus * peak)``: its per-generation kernel
+        efficiencies (GEMM, attention, element-wise) in its FLOP count (``6 N`` plus causal
+        attention).  Times the split's compute share ``compute_s / total_s`` the gang achieves
+        ``model_flops / total_s``, the step model's MFU (docs/physics.md, "The engine's MFU").
+        ``compute_s`` does not depend on the fabric share, so the figure holds while the gang
+        keeps its accelerator.  A job without a size (``params_b`` 0) keeps ``job.efficiency``.
+        """
+        bd = self._step(run, self._share(run))
+        if bd is None or not bd.compute_s > 0:
+            return run.spec.efficiency
+        peak = self.plan.models[run.model].bf16_tflops * 1e12
+        return bd.model_flops / (bd.compute_s * run.gpus * peak)
+
     def split(self, run) -> tuple[tuple[str, float], ...]:
         """Share of ``run``'s wall time per lost category (throttled, communication, data)."""
-        share = self.share.get(run.idx, self.typical_share if self._spans_leaves(run) else 1.0)
-        bd = self._step(run, share)
+        bd = self._step(run, self._share(run))
         c, x = (1.0, 0.0) if bd is None else (bd.compute_s, bd.total_s - bd.compute_s)
         theta = self.throttle.get(run.idx, 1.0)
         sigma = min(0.95, self.stall.get(run.idx, 0.0))

@@ -244,7 +244,9 @@ class JobLifecycle:
                                        nic_gbps_per_gpu=j.nic_gbps_per_gpu)
         run.placement = placement
         run.model = placement.model
-        run.rate = j.gpus * self.peak[run.model] * j.efficiency
+        # the physics prices the kernels (its step model's MFU); without it, the job's own figure
+        kernel = getattr(self.speed_model, "kernel_efficiency", None)
+        run.rate = j.gpus * self.peak[run.model] * (kernel(run) if kernel else j.efficiency)
         nodes = placement.nodes.size
         restart = self.pricing.restart_s(run, nodes)
         run.restore_from_disk = False

@@ -5,6 +5,10 @@ large jobs hold most GPU-hours (Jeon et al., ATC 2019, Philly: most jobs use one
 al., SC 2021, SenseTime Helios: a long tail of large jobs), durations are close to log-normal
 over several orders of magnitude, and submissions follow the working day.  Each job's work is
 set in FLOPs from its duration on the reference accelerator, so faster parts finish sooner.
+
+Each job also gets a transformer shape for the step-time model (:func:`llm_shape`), by the
+proportions of the Llama 3 family ("The Llama 3 Herd of Models", Meta 2024, Table 3: 8B, 70B
+and 405B), since the job's size is all the generator knows of it.
 """
 
 from __future__ import annotations
@@ -21,10 +25,54 @@ from scheduler.workload.jobs import (
     Requirement,
     Tenant,
     TrainingJob,
+    Transformer,
 )
 
 CHECKPOINT_BYTES_PER_PARAM = 14.0
 """Saved checkpoint with mixed-precision Adam: weights, fp32 master, two moments (figures.md)."""
+
+
+HEAD_DIM = 128
+"""Width per attention head: 128 in all three Llama 3 models (Table 3: 4,096 / 32,
+8,192 / 64, 16,384 / 128)."""
+
+WIDTH_PER_LAYER = 128
+"""Width / depth ``h / L`` of a generated model: Llama 3 Table 3 gives 128 (8B: 4,096 / 32),
+102 (70B: 8,192 / 80) and 130 (405B: 16,384 / 126); 128 taken."""
+
+KV_HEADS = 8
+"""Grouped-query attention: 8 key/value heads in all three Llama 3 models (Table 3)."""
+
+FFN_PER_WIDTH = 3.5
+"""SwiGLU MLP width / model width: 3.5 for Llama 3 8B and 70B (14,336 / 4,096, 28,672 / 8,192),
+3.25 for 405B (53,248 / 16,384), Table 3; 3.5 taken."""
+
+PRETRAINING_SEQ_LEN = 8192
+"""Sequence length of Llama 3's main pre-training stage (sec. 3.4.1: 8K tokens)."""
+
+
+def llm_shape(params_b: float) -> Transformer:
+    """A decoder shape of about ``params_b`` billion parameters, in Llama 3's proportions.
+
+    ``12 L h^2 = N`` with ``h = WIDTH_PER_LAYER * L``, the width rounded to whole heads of
+    :data:`HEAD_DIM`; :data:`KV_HEADS` key/value heads (fewer if the model has fewer heads),
+    an MLP :data:`FFN_PER_WIDTH` times as wide, :data:`PRETRAINING_SEQ_LEN`-token sequences.
+    The logit layer is left out (``vocab`` 0): at a few billion parameters Llama 3's 128K
+    vocabulary would be a sizeable share of the model, and the rule is only a guess at shape
+    from size.  It gives Llama 3 405B's depth within 1 and its width within 1 %:
+
+    >>> s = llm_shape(405.0)
+    >>> s.layers, s.hidden, s.heads, s.kv_heads, s.ffn
+    (127, 16256, 127, 8, 56896)
+    >>> llm_shape(0.1).layers, llm_shape(0.1).hidden
+    (8, 1024)
+    """
+    layers = (params_b * 1e9 / (12.0 * WIDTH_PER_LAYER ** 2)) ** (1.0 / 3.0)
+    heads = max(1, round(WIDTH_PER_LAYER * layers / HEAD_DIM))
+    hidden = heads * HEAD_DIM
+    return Transformer(layers=max(1, round(layers)), hidden=hidden,
+                       seq_len=PRETRAINING_SEQ_LEN, heads=heads, kv_heads=min(KV_HEADS, heads),
+                       ffn=round(FFN_PER_WIDTH * hidden))
 
 
 @dataclass(frozen=True)
@@ -136,6 +184,7 @@ def generate(mix: Mix, *, days: float, rng: np.random.Generator, first_id: int =
             gpus=g, work_flops=work, requirement=c.requirement,
             affinity="any" if g < c.affinity_from_gpus else "pod",
             parallelism=par, params_b=round(params_b, 2), tokens=work / (6 * params_b * 1e9),
+            transformer=llm_shape(round(params_b, 2)),
             priority=c.priority, checkpoint_gb=params_b * CHECKPOINT_BYTES_PER_PARAM,
             checkpoint_interval_s=c.checkpoint_interval_s, burstable=burst))
     return tuple(jobs)

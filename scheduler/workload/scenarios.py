@@ -3,9 +3,14 @@
 * ``dev-small``: a lively small mix (1-128 GPUs) plus two inference services.
 * ``superpod-h100``: a research lab: training jobs of 8-512 GPUs, small jobs, inference.
 * ``llama3-16k``: one 16,384-GPU pre-training job of a 405B dense model, TP 8 x PP 16 x DP 128,
-  15.6T tokens, running the whole period ("The Llama 3 Herd of Models", Meta 2024, sec. 3.3).
+  15.6T tokens, running the whole period ("The Llama 3 Herd of Models", Meta 2024, sec. 3.3),
+  with Llama 3 405B's shape (Table 3) and batch (Table 4): :data:`LLAMA3_405B`,
+  :data:`LLAMA3_RECIPE`.
 * ``hyperscale-100k``: two frontier jobs (32,768 H100 and 16,384 H200 GPUs), hundreds of
-  mid-size and thousands of small jobs across tenants, and diurnal inference with bursts.
+  mid-size and thousands of small jobs across tenants, and diurnal inference with bursts.  The
+  1T dense job has the shape of Megatron-LM's 1T GPT (:data:`MEGATRON_1T`); the 600B one, of
+  which no published dense shape was found, the generator's size rule
+  (:func:`~scheduler.workload.generator.llm_shape`).
 * ``mixed-vendor``: jobs that accept some vendors and not others, and burstable jobs.
 """
 
@@ -19,26 +24,60 @@ import numpy as np
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.presets import Preset, get_preset
-from scheduler.workload.generator import CHECKPOINT_BYTES_PER_PARAM, JobClass, Mix, generate
+from scheduler.workload.generator import (
+    CHECKPOINT_BYTES_PER_PARAM,
+    PRETRAINING_SEQ_LEN,
+    JobClass,
+    Mix,
+    generate,
+    llm_shape,
+)
 from scheduler.workload.jobs import (
     Burst,
     DemandCurve,
     InferenceService,
     Parallelism,
+    Recipe,
     Requirement,
     Tenant,
     TrainingJob,
+    Transformer,
     Workload,
 )
 
 NVIDIA = Requirement(vendors=("NVIDIA",))
 H100_CLASS = Requirement(min_hbm_gb=80.0, vendors=("NVIDIA",))
 
+LLAMA3_405B = Transformer(layers=126, hidden=16384, seq_len=8192, heads=128, kv_heads=8,
+                          ffn=53248, vocab=128256)
+"""Llama 3 405B: 126 layers, width 16,384, MLP 53,248, 128 attention heads, 8 key/value heads,
+vocabulary 128,256 ("The Llama 3 Herd of Models", Meta 2024, Table 3); 8,192-token sequences
+in the main pre-training stage (Table 4)."""
+
+LLAMA3_BATCH_TOKENS = 16 * 2 ** 20
+"""Global batch of Llama 3 405B's 8K stage, tokens: 16M at 8,192 and 16,384 GPUs (Table 4)."""
+
+LLAMA3_RECIPE = Recipe(global_batch=LLAMA3_BATCH_TOKENS // LLAMA3_405B.seq_len,
+                       schedule="interleaved", virtual_stages=4)
+"""Llama 3's recipe as far as published: 2,048 sequences of 8,192 per step (Table 4),
+interleaved pipeline (sec. 3.3.2); 4 virtual stages assumed (not published), as in the step
+model's calibration (``step_model.HOPPER_GEMM``); ZeRO-1, sequence parallelism and overlap are
+:class:`~scheduler.workload.jobs.Recipe`'s defaults."""
+
+MEGATRON_1T = Transformer(layers=128, hidden=25600, seq_len=PRETRAINING_SEQ_LEN, heads=160)
+"""The 1T GPT of Narayanan et al. (SC'21, Table 1, last row: 1,008B, 128 layers, width 25,600,
+160 heads), trained here on 8,192-token sequences (assumed, as Llama 3's) instead of 2,048."""
+
 
 def frontier_job(job_id: int, name: str, gpus: int, *, params_b: float, tokens: float,
                  tenant: str, requirement: Requirement = H100_CLASS, priority: int = 50,
-                 tp: int = 8, pp: int = 16) -> TrainingJob:
-    """A dense pre-training run: work ``6 N T`` FLOPs, the whole period at 40 % MFU or more."""
+                 tp: int = 8, pp: int = 16, transformer: Transformer | None = None,
+                 recipe: Recipe | None = None) -> TrainingJob:
+    """A dense pre-training run: work ``6 N T`` FLOPs, the whole period at 40 % MFU or more.
+
+    ``transformer`` and ``recipe`` price its step (:mod:`scheduler.physics.fabric.step_time`);
+    without a shape it gets the generator's size rule
+    (:func:`~scheduler.workload.generator.llm_shape`)."""
     tp = min(tp, gpus)
     while gpus % tp:
         tp -= 1
@@ -49,7 +88,8 @@ def frontier_job(job_id: int, name: str, gpus: int, *, params_b: float, tokens: 
         work_flops=6.0 * params_b * 1e9 * tokens, requirement=requirement, affinity="any",
         parallelism=Parallelism(tp=tp, pp=pp, dp=gpus // (tp * pp)), params_b=params_b,
         tokens=tokens, priority=priority, checkpoint_gb=params_b * CHECKPOINT_BYTES_PER_PARAM,
-        cpu_per_gpu=12.0, ram_gb_per_gpu=200.0, nic_gbps_per_gpu=400.0)
+        cpu_per_gpu=12.0, ram_gb_per_gpu=200.0, nic_gbps_per_gpu=400.0,
+        transformer=transformer or llm_shape(params_b), recipe=recipe)
 
 
 def _services(n: int, peak_gpus_total: float, days: float, rng: np.random.Generator,
@@ -127,13 +167,15 @@ def scenario_workload(preset: str, plan: ClusterPlan, *, days: float,
     if preset == "llama3-16k":
         jobs.append(frontier_job(0, "llama3-405b", min(total, nodes_of(16384 * scale)),
                                  params_b=405.0, tokens=15.6e12, tenant="llama",
-                                 requirement=Requirement(models=("H100-SXM",))))
+                                 requirement=Requirement(models=("H100-SXM",)),
+                                 transformer=LLAMA3_405B, recipe=LLAMA3_RECIPE))
     elif preset == "hyperscale-100k":
         h100 = int(plan.node_gpus[(plan.node_model == 0) & ~plan.node_spare].sum())
         h200 = int(plan.node_gpus[(plan.node_model == 1) & ~plan.node_spare].sum())
         jobs.append(frontier_job(0, "frontier-dense", min(h100, nodes_of(32768 * scale)),
                                  params_b=1000.0, tokens=30e12, tenant="research",
-                                 requirement=Requirement(models=("H100-SXM",)), priority=60))
+                                 requirement=Requirement(models=("H100-SXM",)), priority=60,
+                                 transformer=MEGATRON_1T))
         jobs.append(frontier_job(1, "frontier-moe", min(h200, nodes_of(16384 * scale)),
                                  params_b=600.0, tokens=20e12, tenant="product",
                                  requirement=Requirement(models=("H200-SXM",)), priority=60))
@@ -170,7 +212,7 @@ def scaled_preset(name: str, gpus: int | None) -> tuple[Preset, float]:
                    central_write_gb_s=preset.central_write_gb_s * f), f
 
 
-REFABRIC_KINDS = ("fat-tree", "dragonfly+", "rail", "island")
+REFABRIC_KINDS = ("fat-tree", "dragonfly+", "rail", "island", "dragonfly")
 OVERSUBSCRIBABLE = ("fat-tree", "island")
 
 
@@ -193,6 +235,6 @@ def refabric(preset: Preset, kind: str | None, oversubscription: float | None) -
         if not oversubscription >= 1:
             raise ValueError(f"oversubscription must be >= 1, not {oversubscription!r}")
         kw["oversubscription"] = float(oversubscription)
-    if kind == "rail":
+    if kind in ("rail", "dragonfly"):
         kw.pop("radix", None)
     return replace(preset, fabric_kind=kind, fabric_kw=kw)

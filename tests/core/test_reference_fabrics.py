@@ -171,9 +171,10 @@ def test_dragonfly_minimal_route_crosses_one_global_link_and_matches_networkx():
         assert r.fraction[glob].sum() == pytest.approx(0.0 if same_group else 1.0)
 
 
-def test_dragonfly_is_refused_by_the_job_router_with_one_line():
-    with pytest.raises(ValueError, match="plain Dragonfly"):
-        Router(plain_dragonfly(2, 4, 2))
+def test_dragonfly_job_router_gives_the_single_flow_route():
+    """The job router routes a plain Dragonfly (tests/core/test_dragonfly_routing.py)."""
+    f = plain_dragonfly(2, 4, 2)
+    assert Router(f).route(0, 71).hops == dragonfly_route(f, 0, 71).hops == 5
 
 
 # ----------------------------------------------------------------- hardware

@@ -65,6 +65,8 @@ the 101,120-GPU hyperscale-100k islands, 30-50 ms (ring) and 90-130 ms (all-to-a
 
 Modules
 -------
+On a plain Dragonfly (``kind="dragonfly"``) the units are directed local links and ordered group
+pairs; :mod:`~scheduler.physics.fabric.dragonfly_routing` builds them (ring traffic only).
 :class:`Router` (here) builds the unit indices, the capacity state and the tree loads, and
 runs the update.  :mod:`~scheduler.physics.fabric.global_links` routes traffic between groups
 joined by global links (minimal, Valiant, UGAL), :mod:`~scheduler.physics.fabric.all_to_all`
@@ -80,6 +82,8 @@ import time
 import numpy as np
 
 from scheduler.physics.fabric.all_to_all import all_to_all_traffic
+from scheduler.physics.fabric.dragonfly import dragonfly_route
+from scheduler.physics.fabric.dragonfly_routing import PlainDragonflyRouting
 from scheduler.physics.fabric.flows import _TOL, _job_gpus, _ring_flows, _runs
 from scheduler.physics.fabric.global_links import InterGroupRouting
 from scheduler.physics.fabric.maxmin import max_min_rates
@@ -93,7 +97,7 @@ PATTERNS = ("ring", "all_to_all")
 """Traffic patterns of :meth:`Router.update`."""
 
 
-class Router(InterGroupRouting):
+class Router(InterGroupRouting, PlainDragonflyRouting):
     """Routing, link loads and fair shares for one fabric (precomputed once per fabric).
 
     Parameters
@@ -121,13 +125,15 @@ class Router(InterGroupRouting):
     def __init__(self, fabric: Fabric, *, gpus_per_node: int = 8, routing: str = "minimal"):
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
-        if fabric.kind == "dragonfly":
-            raise ValueError("job routing on a plain Dragonfly is not modelled; use "
-                             "scheduler.physics.fabric.dragonfly.dragonfly_route for one flow, "
-                             "or a dragonfly+ fabric")
         self.fabric = fabric
         self.gpus_per_node = _int("gpus_per_node", gpus_per_node)
         self.routing = routing
+        self._cache: tuple | None = None
+        self._plain = fabric.kind == "dragonfly"
+        if self._plain:
+            self._global = True
+            self._plain_init(fabric)
+            return
         n_sw = fabric.n_switches()
         a = fabric.link_a.astype(np.int64)
         b = fabric.link_b.astype(np.int64)
@@ -181,7 +187,6 @@ class Router(InterGroupRouting):
             self._unit_ba = np.where(up, n_sw + a, 2 * n_sw + n_blk + blk)
             self._dead = 2 * n_sw + 2 * n_blk
         self._n_units = self._dead + 1
-        self._cache: tuple | None = None
 
     # ---------------------------------------------------------------------- public API
 
@@ -232,12 +237,17 @@ class Router(InterGroupRouting):
                     raise ValueError(f"ring_stride needs one value per job ({n_jobs})")
             j, src, dst = _ring_flows(job, gpu, self.gpus_per_node, stride)
             tr = self._flows(j, src, dst, demand[j])
+        elif self._plain:
+            raise ValueError("all_to_all traffic on a plain Dragonfly is not modelled; "
+                             "use pattern='ring'")
         else:
             tr = all_to_all_traffic(job, gpu, demand, n_jobs, gpus_per_node=self.gpus_per_node,
                                     n_endpoints=self.fabric.n_endpoints, ep_leaf=self._ep_leaf,
                                     leaf_block=self._leaf_block, n_blk=self._n_blk,
                                     global_links=self._global)
         x = self._valiant_share(st, tr)
+        if self._plain:
+            tr.rows = self._plain_rows(st, tr, x)
         offered = self._totals(st, tr, x, None)
         hot = offered > st.capacity * (1 + _TOL) + _TOL
         hot[self._dead] = True
@@ -278,6 +288,8 @@ class Router(InterGroupRouting):
         for v in (src, dst):
             if not 0 <= int(v) < n:
                 raise ValueError(f"endpoint ids must lie in 0 .. {n - 1}, got {v}")
+        if self._plain:
+            return dragonfly_route(self.fabric, src, dst)
         st = self._state(None, None)
         tr = self._flows(np.zeros(1, np.int64), np.array([src], np.int64),
                          np.array([dst], np.int64), np.ones(1))
@@ -311,7 +323,8 @@ class Router(InterGroupRouting):
         alive = ~fl & ~fs[self._a] & ~fs[self._b]
         members = (np.bincount(self._unit_ab[alive], minlength=self._n_units)
                    + np.bincount(self._unit_ba[alive], minlength=self._n_units))
-        kw = self._global_capacity(alive, members) if self._global else {}
+        kw = ({} if not self._global else self._plain_capacity(alive) if self._plain
+              else self._global_capacity(alive, members))
         st = _State(alive=alive, members=members,
                     capacity=members * float(self.fabric.port_gbps), failed_leaf=fs, **kw)
         self._cache = (fl.copy(), fs.copy(), st)
@@ -321,6 +334,8 @@ class Router(InterGroupRouting):
 
     def _flows(self, j, src, dst, rate) -> _Traffic:
         """Traffic tables of explicit flows ``(job, src GPU, dst GPU, Gb/s)``."""
+        if self._plain:
+            return self._plain_flows(j, src, dst, rate)
         ls, ld = self._ep_leaf[src], self._ep_leaf[dst]
         touch = (np.concatenate([j, j]), np.concatenate([ls, ld]))
         off = ls != ld
@@ -343,7 +358,7 @@ class Router(InterGroupRouting):
 
     def _totals(self, st, tr, x, scale) -> np.ndarray:
         """Load per unit, Gb/s, each job's traffic scaled by ``scale`` (None: full demand)."""
-        if not self._global:
+        if not self._global or self._plain:
             j, u, v = self._tree_rows(tr)
             return np.bincount(u, weights=v if scale is None else v * scale[j],
                                minlength=self._n_units)
@@ -365,7 +380,7 @@ class Router(InterGroupRouting):
         tj, tl = tr.touch
         dead = np.unique(tj[st.failed_leaf[tl]])
         parts = [(dead, np.full(dead.size, self._dead), demand[dead])]
-        if not self._global:
+        if not self._global or self._plain:
             j, u, v = self._tree_rows(tr)
             parts.append((j[hot[u]], u[hot[u]], v[hot[u]]))
         else:

@@ -20,7 +20,7 @@ from twin import models as m
 from twin.inventory import cluster_plan_write, plan_row_count
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
-FABRICS = ("fat-tree", "dragonfly+", "rail")
+FABRICS = ("fat-tree", "dragonfly+", "rail", "dragonfly")
 
 
 def _positive_int(flag: str, raw: str | None, bound: Bound) -> int | None:
@@ -48,6 +48,9 @@ def full_size(fabric: str, radix: int) -> int:
         return fat_tree_capacity(radix)
     if fabric == "dragonfly+":
         return max_groups(radix) * (radix // 2) ** 2
+    if fabric == "dragonfly":   # balanced a = 2p = 2h: router radix 4p - 1
+        p = (radix + 1) // 4
+        return 2 * p * p * (2 * p * p + 1)
     return rail_capacity(radix, su_per_group=max(1, min(4, (radix // 2) // 8)))
 
 
@@ -111,6 +114,8 @@ class Command(OneLineCommand):
     def _custom_plan(self, fabric, radix, gpus, opts):
         model = get_model(opts["accelerator"])
         kw = {"radix": radix} if radix else {}
+        if fabric == "dragonfly" and radix:
+            kw = {"p": (radix + 1) // 4}
         if gpus is None:
             if radix is None:
                 raise refuse("--fabric needs --radix K or --gpus N")
