@@ -20,7 +20,7 @@ from scheduler.control.bounds import drill_params
 from scheduler.control.drills import KINDS
 from scheduler.control.params import fraction
 from scheduler.live import in_ranges
-from twin import history, selectors
+from twin import alerts, history, selectors
 from twin import models as m
 from twin.broadcast import command_send
 from twin.conf import app_setting
@@ -402,6 +402,7 @@ def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_e
                      speed: float, paused: bool, inventory: str = "",
                      placement: dict | None = None) -> None:
     """The engine's latest frame and status, in one UPDATE of the single LiveState row."""
+    alerts.evaluate(frame=frame, t_sim=t_sim)  # adds frame["alerts"] before it is stored and sent
     fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
               "last_error": last_error, "speed": speed, "paused": paused,
               "inventory": inventory, "updated_at": timezone.now()}

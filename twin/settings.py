@@ -295,3 +295,23 @@ CLUSTERTWIN.update({
     "METRICS_TOKEN": env_str("CLUSTERTWIN_METRICS_TOKEN"),
     "METRICS_ALLOW": tuple(_METRICS_ALLOW),
 })
+
+# --- Alerts (issue 16; twin.alerts) ---
+# Rules are re-read every ALERT_RULES_REFRESH_S wall s (edits in the admin of another process).
+# CLUSTERTWIN_ALERT_WEBHOOK_URL (unset = off): an Alertmanager-style receiver; each fire and
+# resolve is POSTed as Alertmanager's webhook JSON (version "4") from a background thread, with
+# ALERT_WEBHOOK_TIMEOUT_S per try, ALERT_WEBHOOK_RETRIES retries (backoff 1, 2, 4 … times
+# ALERT_WEBHOOK_BACKOFF_S) and at most ALERT_WEBHOOK_QUEUE messages waiting (more are dropped).
+_ALERT_WEBHOOK_URL = env_str("CLUSTERTWIN_ALERT_WEBHOOK_URL", "")
+if _ALERT_WEBHOOK_URL and not _ALERT_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"CLUSTERTWIN_ALERT_WEBHOOK_URL={_ALERT_WEBHOOK_URL!r}: give an "
+                               "http:// or https:// URL")
+CLUSTERTWIN.update({
+    "ALERT_RULES_REFRESH_S": env_float("CLUSTERTWIN_ALERT_RULES_REFRESH_S", 5.0, minimum=0.0),
+    "ALERT_WEBHOOK_URL": _ALERT_WEBHOOK_URL,
+    "ALERT_WEBHOOK_TIMEOUT_S": env_float("CLUSTERTWIN_ALERT_WEBHOOK_TIMEOUT_S", 5.0,
+                                         minimum=0.1),
+    "ALERT_WEBHOOK_RETRIES": int(env_float("CLUSTERTWIN_ALERT_WEBHOOK_RETRIES", 3, minimum=0)),
+    "ALERT_WEBHOOK_BACKOFF_S": env_float("CLUSTERTWIN_ALERT_WEBHOOK_BACKOFF_S", 1.0, minimum=0.0),
+    "ALERT_WEBHOOK_QUEUE": int(env_float("CLUSTERTWIN_ALERT_WEBHOOK_QUEUE", 1000, minimum=1)),
+})

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 import twin.views_whatif as views_whatif
-from twin import views, views_metrics
+from twin import views, views_alerts, views_metrics, views_pages
 
 
 class EngineIdConverter:
@@ -34,6 +34,16 @@ urlpatterns = [
     path("drills/", views.drills, name="drills"),
     path("whatif/", views_whatif.whatif_page, name="whatif"),
     path("whatif/<engine_id:pk>/", views_whatif.whatif_result, name="whatif-result"),
+    path("search/", views_pages.search_page, name="search"),
+    path("jobs/<str:name>/", views_pages.job_page, name="job"),
+    path("nodes/<engine_id:index>/", views_pages.node_page, name="node"),
+    path("switches/<engine_id:index>/", views_pages.switch_page, name="switch"),
+    path("tenants/<str:name>/", views_pages.tenant_page, name="tenant"),
+    path("alerts/", views_alerts.alerts_page, name="alerts"),
+    path("alerts/<engine_id:pk>/ack", views_alerts.alert_ack_form, name="alert-ack"),
+    path("api/alerts", views_alerts.api_alerts, name="api-alerts"),
+    path("api/alerts/<engine_id:pk>/ack", views_alerts.api_alert_ack, name="api-alert-ack"),
+    path("api/search", views_pages.api_search, name="api-search"),
     path("api/inventory", views.api_inventory, name="api-inventory"),
     path("api/state", views.api_state, name="api-state"),
     path("api/jobs", views.api_jobs, name="api-jobs"),

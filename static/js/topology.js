@@ -125,11 +125,15 @@
       P.setText("rack-message", "No rack at that position.");
       return;
     }
-    fetch("/api/racks/" + ids[0], { credentials: "same-origin" })
+    loadRack(ids[0], ids.length);
+  }
+
+  function loadRack(id, racksInThisCell) {
+    fetch("/api/racks/" + id, { credentials: "same-origin" })
       .then(function (r) { return r.json().then(function (body) { return [r.ok, body]; }); })
       .then(function (result) {
         if (!result[0]) throw new Error(result[1].error || "request failed");
-        showRack(result[1], ids.length);
+        showRack(result[1], racksInThisCell);
       })
       .catch(function (err) { P.setText("rack-message", "Could not load the rack: " + err.message); });
   }
@@ -148,10 +152,22 @@
               n.status + (n.reason ? " (" + n.reason + ")" : ""), (n.jobs || []).join(", "),
               n.spare ? "spare" : ""];
     }), "No nodes.");
+    // each hostname opens its node's page (search and other pages link here with ?rack=)
+    var rows = document.getElementById("rack-nodes").rows;
+    rack.nodes.forEach(function (n, i) {
+      if (n.id === null || n.id === undefined || !rows[i]) return;
+      var a = document.createElement("a");
+      a.href = "/nodes/" + n.id + "/";
+      a.textContent = n.hostname;
+      rows[i].cells[0].replaceChildren(a);
+    });
     document.getElementById("rack-detail").hidden = false;
     var drill = document.getElementById("rack-drill-link");
     if (drill) drill.href = "/drills/?kind=rack_power&target=" + rack.id;
   }
+
+  var asked = new URLSearchParams(window.location.search).get("rack");
+  if (asked !== null && /^[0-9]{1,9}$/.test(asked)) loadRack(asked, 1);
 
   TwinLive.on("data", function (msg) {
     var heatmaps = msg.heatmaps || {};

@@ -107,6 +107,16 @@
     badge.textContent = text;
     badge.dataset.health = message.health;
     showSources(message);
+    showAlerts(message);
+  }
+
+  function showAlerts(message) {
+    var count = document.getElementById("alert-badge");
+    if (!count || !message.alerts) return;  // frames from before alerts, or evaluation failed
+    var n = message.alerts.firing;
+    count.textContent = String(n);
+    count.dataset.health = n > 0 ? "error" : "ok";
+    count.title = n + " alert" + (n === 1 ? "" : "s") + " firing";
   }
 
   function deliver(topic, message) {

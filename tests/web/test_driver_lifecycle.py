@@ -42,8 +42,9 @@ from twin.asgi import application
 from twin.driver import EngineDriver
 from twin.snapshots import engine_unpickle
 
-DRIVER_FIELDS = ("speed", "paused", "health", "lag_ticks", "source", "sources")
-"""What the driver adds to the core's live frame before it stores and publishes it."""
+DRIVER_FIELDS = ("speed", "paused", "health", "lag_ticks", "source", "sources", "alerts")
+"""What the driver (and the alerts hook in ``live_state_write``) adds to the core's live frame
+before it stores and publishes it."""
 
 
 def as_json(value):

@@ -127,7 +127,7 @@ def test_live_state_is_one_row_updated_in_place(db):
                                   health="ok", last_error="", speed=60.0, paused=False)
     state = selectors.live_state_get()
     assert (m.LiveState.objects.count(), state.pk, state.seq, state.frame) == (
-        1, 1, 2, {"t": 120.0})
+        1, 1, 2, {"t": 120.0, "alerts": {"firing": 0}})  # alerts: twin.alerts' nav badge
 
 
 def test_health_is_a_heartbeat_a_silent_engine_reads_as_down(db, settings):

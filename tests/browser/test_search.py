@@ -1,0 +1,73 @@
+"""Search and drill-down in a real browser: a search hit opens the right page, and rack ->
+node -> GPU -> job -> tenant are linked, with the browser's back button returning the way it
+came."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.conftest import log_in, wait_live
+
+pytestmark = pytest.mark.browser
+
+
+def a_running_job(page) -> dict:
+    """A running job of the live twin as ``/api/jobs/<name>`` shows it (nodes, racks); jobs
+    end between two requests, so it asks until one answers."""
+    for _ in range(60):
+        job = page.evaluate(
+            "async () => { const b = await (await fetch('/api/jobs')).json();"
+            " for (const j of b.running_jobs) {"
+            "  const r = await fetch('/api/jobs/' + encodeURIComponent(j.name));"
+            "  if (r.ok) return await r.json(); }"
+            " return null; }")
+        if job:
+            return job
+        page.wait_for_timeout(1000)
+    raise AssertionError("no job ran in the live twin within a minute")
+
+
+def test_a_search_hit_opens_its_page(server, page):
+    log_in(page, server, "operator")
+    wait_live(page)
+    job = a_running_job(page)
+    page.fill("header input[name=q]", job["name"])
+    page.press("header input[name=q]", "Enter")
+    page.wait_for_url(re.compile(r"/search/\?q="))
+    page.click(f"#results-job a:text-is('{job['name']}')")
+    page.wait_for_url(f"{server}/jobs/{job['name']}/")
+    assert page.inner_text("h1").startswith(f"Job {job['name']}")
+
+    page.fill("header input[name=q]", "dev-small-n000001")
+    page.press("header input[name=q]", "Enter")
+    page.click("#results-node a:text-is('dev-small-n000001')")
+    page.wait_for_url(f"{server}/nodes/1/")
+    assert "dev-small-n000001" in page.inner_text("h1")
+
+
+def test_rack_to_node_to_gpu_to_job_to_tenant_and_back(server, page):
+    log_in(page, server, "operator")
+    wait_live(page)
+    job = a_running_job(page)
+    node = job["node_ids"][0]
+    rack = job["racks"][0]["id"]
+    page.goto(f"{server}/topology/?rack={rack}")  # the rack, as search and node pages link it
+    page.click(f"#rack-nodes a[href='/nodes/{node}/']")
+    page.wait_for_url(f"{server}/nodes/{node}/")
+    page.click(f"#gpu-0 a.gpu-job:text-is('{job['name']}')")  # a GPU's row -> its job
+    page.wait_for_url(f"{server}/jobs/{job['name']}/")
+    assert page.locator(f"#job-nodes a[href='/nodes/{node}/']").count() == 1
+    page.click("#job-tenant")
+    page.wait_for_url(re.compile(r"/tenants/[^/]+/$"))
+    page.wait_for_function("() => document.getElementById('tenant-history-note')"
+                           ".textContent.startsWith('GPU-hours so far')", timeout=30_000)
+    assert page.locator(f"#tenant-running a:text-is('{job['name']}')").count() == 1
+    page.go_back()
+    page.wait_for_url(f"{server}/jobs/{job['name']}/")
+    page.click(f"#job-nodes a[href='/nodes/{node}/']")  # job -> node
+    page.wait_for_url(f"{server}/nodes/{node}/")
+    page.click("#node-rack")  # node -> rack
+    page.wait_for_url(f"{server}/topology/?rack={rack}")
+    page.wait_for_selector(f"#rack-nodes a[href='/nodes/{node}/']")
