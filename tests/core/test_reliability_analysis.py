@@ -42,6 +42,19 @@ def test_daly_exact_is_the_lambert_w_minimum_of_dalys_wall_time(ratio):
         _lambert_optimum(ratio * mttf, mttf), rel=1e-6)
 
 
+@pytest.mark.parametrize("ratio", [1e-6, 1e-3, 0.05, 0.5, 2.0, 10.0])
+def test_daly_exact_is_the_numerical_minimum_of_dalys_wall_time(ratio):
+    """Independent of the closed form: scipy's bounded minimiser on Daly's wall time."""
+    from scipy.optimize import minimize_scalar
+    mttf, cost = 10_000.0, ratio * 10_000.0
+    res = minimize_scalar(lambda lt: ra.daly_wall_time(1.0, interval_s=math.exp(lt),
+                                                        cost_s=cost, restart_s=0.0,
+                                                        mttf_s=mttf),
+                          bounds=(math.log(mttf * 1e-6), math.log(mttf * 2)),
+                          method="bounded", options={"xatol": 1e-12})
+    assert ra.daly_exact_interval(cost, mttf) == pytest.approx(math.exp(res.x), rel=1e-4)
+
+
 @pytest.mark.parametrize("mttf_h, published_min", [(24, 117), (6, 57), (0.25, 9.1)])
 def test_daly_2006_figures_3_to_5_optimum_intervals(mttf_h, published_min):
     """Daly, FGCS 22(3), 2006, Figs. 3-5: R = 10 min, delta = 5 min and M = 24 h, 6 h, 15 min;
