@@ -25,6 +25,7 @@ run: venv
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py build_cluster --preset dev-small --if-empty
 	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py collectstatic --noinput -v0
 	@echo "Demo logins: admin / staff / operator; new accounts get CLUSTERTWIN_DEMO_PASSWORD (default 'clustertwin'), existing ones keep theirs"
 	@echo "Serving on http://127.0.0.1:8000"
 	$(BIN)/daphne -b 127.0.0.1 -p 8000 twin.asgi:application

@@ -13,7 +13,7 @@ from scheduler.control.mirror import mirror_summary
 from scheduler.frames import dashboard_frames, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.reliability.failures import job_failure_rate
-from scheduler.report import utilisation
+from scheduler.report import fleet_ettr, utilisation
 
 SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)
 
@@ -96,6 +96,7 @@ def live_frame(engine, *, top: int = 50) -> dict:
         "t": round(engine.now, 3),
         "util": util,
         "mfu": mfu["achieved"], "loss_pp": mfu["loss_pp"], "goodput": round(led.goodput(), 6),
+        "ettr": fleet_ettr(engine),
         "ledger_gpu_hours": led.gpu_hours(),
         "jobs": {"queued": states.count(QUEUED),
                  "running": states.count(RUNNING) + states.count(DRAINING),

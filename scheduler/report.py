@@ -46,16 +46,21 @@ def job_figures(engine) -> dict:
     }
 
 
-def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
-    led = engine.horizon_ledger()
-    hours = led.gpu_hours()
-    s = engine.state
+def fleet_ettr(engine) -> float | None:
+    """GPU-weighted ETTR of every training run that started on premises (None: none yet)."""
     weights, ettrs = [], []
     for r in engine.jobs.training_runs():
         e = engine.ettr(r)
         if e is not None:
             weights.append(r.gpus)
             ettrs.append(e)
+    return round(float(np.average(ettrs, weights=weights)), 6) if ettrs else None
+
+
+def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
+    led = engine.horizon_ledger()
+    hours = led.gpu_hours()
+    s = engine.state
     largest = max(engine.runs, key=lambda r: (r.gpus, -r.idx), default=None)
     rel = engine.reliability
     c = engine.counters
@@ -70,7 +75,7 @@ def build_report(engine, *, scenario: dict, wall_seconds: float) -> dict:
         "ledger_total_gpu_hours": round(led.total_gpu_s() / 3600.0, 6),
         "mfu": led.mfu(),
         "goodput": round(led.goodput(), 6),
-        "ettr": round(float(np.average(ettrs, weights=weights)), 6) if ettrs else None,
+        "ettr": fleet_ettr(engine),
         "jobs": job_figures(engine),
         "largest_job": None if largest is None else largest_job(engine, largest),
         "interruptions": {"unplanned": rel.unplanned, "planned": rel.planned,

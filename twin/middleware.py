@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import JsonResponse
 
-_OPEN_PREFIXES = ("/accounts/login/", "/static/", "/admin/")
+_OPEN_PREFIXES = ("/accounts/login/", "/static/", "/admin/", "/favicon.ico")
 # Prometheus scrapers cannot log in: these views check a token or the address themselves
 # (twin.views_metrics) and answer 401, not a redirect.
 _SELF_GUARDED = frozenset({"/metrics", "/metrics/dcgm"})

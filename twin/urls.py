@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path, register_converter
+from django.views.generic import RedirectView
 
 import twin.views_whatif as views_whatif
 from twin import views, views_alerts, views_metrics, views_pages
@@ -26,6 +28,8 @@ admin.site.site_header = "ClusterTwin inventory"
 admin.site.site_title = "ClusterTwin"
 
 urlpatterns = [
+    # browsers ask for /favicon.ico whatever the page says: send them to the static icon
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", views.home, name="home"),
     path("topology/", views.topology, name="topology"),
     path("jobs/", views.jobs, name="jobs"),

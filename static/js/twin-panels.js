@@ -42,7 +42,15 @@
     setText("interruptions", fmt((inter.unplanned || 0) + (inter.planned || 0)));
     setText("mfu", pct(msg.mfu, 2));
     setText("goodput", pct(msg.goodput, 2));
-    setText("it-mw", msg.power ? fmt(msg.power.it_mw, 2) : "–");
+    var power = msg.power;
+    var inference = msg.inference || {};
+    setText("it-mw", power ? fmt(power.it_mw, 2) : "–");
+    setText("facility-mw", power ? fmt(power.facility_mw, 2) : "–");
+    setText("pue", power && power.it_mw > 0 ? fmt(power.facility_mw / power.it_mw, 2) : "–");
+    setText("throttled", power ? fmt(power.throttled_gpus) : "–");
+    setText("ettr", msg.ettr === null || msg.ettr === undefined ? "–" : fmt(msg.ettr, 3));
+    setText("slo", inference.slo_attainment === null || inference.slo_attainment === undefined
+      ? "–" : pct(inference.slo_attainment, 2));
   }
 
   function cell(row, text, className) {

@@ -337,3 +337,13 @@ def test_a_dev_small_frame_equals_the_engine_state_with_physics_and_failures_on(
     short = live_frame(e, top=2)
     assert len(short["queue"]) == 2 and len(short["running_jobs"]) == 2
     check_against_engine(e, short, top=2)
+
+
+def test_the_frames_ettr_is_the_reports():
+    """The overview's ETTR counter reads the figure the report gives for the same instant."""
+    engine, _ = Scenario(preset="llama3-16k", gpus=1024, days=1, seed=2).engine()
+    engine.run_until(12 * HOUR)
+    frame = live_frame(engine)
+    report = build_report(engine, scenario={}, wall_seconds=0.0)
+    assert frame["ettr"] is not None and frame["ettr"] == report["ettr"]
+    assert 0.0 < frame["ettr"] <= 1.0
