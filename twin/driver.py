@@ -7,8 +7,9 @@ live frame, writes it to the single ``LiveState`` row and publishes it to every 
 Engine work (stepping, frames, pickling) runs in one worker thread, so the event loop that
 serves WebSockets stays responsive; database writes go through ``database_sync_to_async``.
 
-It runs embedded (a background task of the daphne process, started by the first dashboard
-connection through :func:`driver_ensure_started`) or alone (``manage.py run_engine``).
+It runs embedded (a background task of the daphne process, started with the server by
+:mod:`twin.asgi`, or by the first dashboard connection through :func:`driver_ensure_started`
+where no server started it) or alone (``manage.py run_engine``).
 A crash inside a step is logged, shown as ``health=error`` and healed by restoring the last
 snapshot (or rebuilding the scenario): it never reaches the web server.
 """

@@ -222,7 +222,7 @@ def test_run_engine_stores_a_snapshot_on_sigterm_and_the_next_start_resumes_it(t
 
 
 @pytest.mark.asyncio
-async def test_daphne_runs_the_embedded_engine_and_snapshots_it_on_sigterm(tmp_path):
+async def test_daphne_starts_the_embedded_engine_with_itself_and_snapshots_it_on_sigterm(tmp_path):
     websockets = pytest.importorskip("websockets.asyncio.client")
     db = tmp_path / "db.sqlite3"
     env = live_env(db, mode="embedded", speed=3600.0, frame_interval_s=0.2,
@@ -231,7 +231,8 @@ async def test_daphne_runs_the_embedded_engine_and_snapshots_it_on_sigterm(tmp_p
     port = free_port()
     proc = daphne_start(env, port, log=tmp_path / "daphne.log")
     try:
-        assert live_row(db) is None  # no engine until a dashboard connects
+        # the engine starts with the server: frames before any page or dashboard connects
+        wait_row(db, proc, lambda r: r["health"] == "ok" and r["seq"] >= 2)
         async with websockets.connect(
                 f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
                 additional_headers={"Cookie": f"sessionid={cookie}"}, compression=None,
