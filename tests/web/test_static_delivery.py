@@ -26,3 +26,25 @@ def test_collectstatic_writes_a_compressed_plotly_a_fraction_of_its_size(setting
     assert packed.stat().st_size < plain.stat().st_size / 3
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
     assert (tmp_path / "favicon.svg").exists()
+
+
+def test_a_refusal_is_logged_in_one_line_without_a_traceback_but_a_crash_keeps_its():
+    import logging
+    import sys
+
+    from django.conf import settings
+
+    from twin.log_filters import RefusalsWithoutTraceback
+
+    assert "refusals" in settings.LOGGING["handlers"]["console"]["filters"]
+    try:
+        raise PermissionError("nope")
+    except PermissionError:
+        exc = sys.exc_info()
+    for status, kept in ((403, False), (404, False), (500, True)):
+        record = logging.LogRecord("django.request", logging.WARNING, __file__, 1,
+                                   "Forbidden: %s", ("/drills/",), exc)
+        record.status_code = status
+        assert RefusalsWithoutTraceback().filter(record)
+        assert (record.exc_info is not None) == kept
+        assert record.getMessage() == "Forbidden: /drills/"
