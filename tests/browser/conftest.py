@@ -7,6 +7,7 @@ speed-up, so the twin moves visibly within seconds. It is module-scoped: each te
 fresh cluster and engine, so one module's failures and drills do not leak into another's.
 """
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -42,13 +43,15 @@ def _wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float 
     raise RuntimeError(f"daphne did not listen on {port} within {timeout} s:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("twin-server")
+@contextlib.contextmanager
+def twin_server(tmp: Path, **extra_env: str):
+    """A migrated dev-small twin with the demo accounts, served by daphne with the embedded
+    engine (``extra_env`` added to its environment); yields its URL, stops it after."""
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
            "CLUSTERTWIN_ENGINE": "embedded", "CLUSTERTWIN_SPEEDUP": SPEEDUP,
            "CLUSTERTWIN_FRAME_INTERVAL_S": "0.5", "CLUSTERTWIN_SNAPSHOT_INTERVAL_S": "600",
-           "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD, "DJANGO_SETTINGS_MODULE": "twin.settings"}
+           "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD, "DJANGO_SETTINGS_MODULE": "twin.settings",
+           **extra_env}
     env.pop("REDIS_URL", None)
     for args in (["migrate", "--noinput"], ["build_cluster", "--preset", "dev-small"],
                  ["seed_demo"]):
@@ -70,6 +73,12 @@ def server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with twin_server(tmp_path_factory.mktemp("twin-server")) as url:
+        yield url
 
 
 @pytest.fixture

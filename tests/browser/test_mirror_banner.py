@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import PASSWORD, ROOT, _free_port, _wait_for_port, log_in
+from tests.browser.conftest import ROOT, log_in, twin_server
 
 pytestmark = pytest.mark.browser
 
@@ -46,33 +44,10 @@ def mirror_server(tmp_path_factory):
     flag = tmp / "slurm-down"
     flag.touch()
     fake_slurm(tmp / "bin", flag)
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
-           "CLUSTERTWIN_ENGINE": "embedded", "CLUSTERTWIN_SOURCE": "mirror",
-           "CLUSTERTWIN_MIRROR_POLL_S": "0.5", "CLUSTERTWIN_FRAME_INTERVAL_S": "0.5",
-           "CLUSTERTWIN_PROMETHEUS_URL": "", "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD,
-           "DJANGO_SETTINGS_MODULE": "twin.settings",
-           "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("REDIS_URL", None)
-    for args in (["migrate", "--noinput"], ["build_cluster", "--preset", "dev-small"],
-                 ["seed_demo"]):
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
-                       capture_output=True)
-    port = _free_port()
-    log = tmp / "daphne.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-             "twin.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_port(port, proc, log)
-        yield f"http://127.0.0.1:{port}", flag
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with twin_server(tmp, CLUSTERTWIN_SOURCE="mirror", CLUSTERTWIN_MIRROR_POLL_S="0.5",
+                     CLUSTERTWIN_PROMETHEUS_URL="",
+                     PATH=f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}") as url:
+        yield url, flag
 
 
 def test_an_unreachable_slurm_is_a_banner_on_every_page_until_it_answers(mirror_server, page):
