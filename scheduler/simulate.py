@@ -22,6 +22,7 @@ from scheduler.control.bounds import (
     CLUSTER_GPUS,
     LOAD,
     OVERSUBSCRIPTION,
+    POWER_CAP,
     RESTART_PART,
     Bound,
 )
@@ -115,6 +116,9 @@ class Scenario:
         The parts of a restart besides loading, s (``docs/checkpointing.md``): detection
         (default: each failure mode's own), rescheduling (default 120) and warm-up (default
         60); each in [0, 86,400].
+    power_cap : float, optional
+        Cap every rack at this fraction of its power budget from the start (in
+        :data:`~scheduler.control.bounds.POWER_CAP`; needs ``physics``).
 
     Examples
     --------
@@ -145,6 +149,8 @@ class Scenario:
     detect_s: float | None = None
     reschedule_s: float | None = None
     warmup_s: float | None = None
+    # a power cap on every rack from the start (a fraction of each rack's budget; issue 17)
+    power_cap: float | None = None
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -200,6 +206,9 @@ class Scenario:
             load_profile(self.failure_profile)
         except ValueError as exc:
             raise ScenarioError(str(exc)) from None
+        self._within("power cap", self.power_cap, POWER_CAP)
+        if self.power_cap is not None and not self.physics:
+            raise ScenarioError("a power cap needs the power model (physics on)")
         if self.trace is not None and self.load != 1.0:
             raise ScenarioError("load scales a preset's workload; a trace is replayed as it is")
         if self.trace is not None and not Path(self.trace).is_file():
@@ -231,14 +240,9 @@ class Scenario:
         """
         seed = int(self.seed)
         if plan is not None:
-            spec, scale = scaled_preset(self.preset, plan.n_gpus)
+            _, scale = scaled_preset(self.preset, plan.n_gpus)
         else:
-            spec, scale = scaled_preset(self.preset,
-                                        None if self.gpus is None else int(self.gpus))
-            try:
-                plan = refabric(spec, self.fabric, self.oversubscription).plan()
-            except ValueError as exc:
-                raise ScenarioError(str(exc)) from None
+            plan, scale = self.plan()
         scenario: dict = {"preset": self.preset, "days": self.days,
                           "gpus_requested": self.gpus, "trace": None, "trace_source": None,
                           "load": self.load, "physics_max_tick_s": self.physics_max_tick_s,
@@ -258,7 +262,23 @@ class Scenario:
                         physics_max_tick_s=self.physics_max_tick_s,
                         restart=self.restart_times(),
                         failure_modes=load_profile(self.failure_profile).modes)
+        if self.power_cap is not None:
+            engine.physics.power.cap_all(float(self.power_cap))
+            engine.physics.refresh()
+            scenario["power_cap"] = self.power_cap
         return engine, scenario
+
+    def plan(self) -> tuple[ClusterPlan, float]:
+        """The preset's cluster at the asked size and fabric, and the workload's scale.
+
+        Raises :class:`ScenarioError` for a fabric or oversubscription the cluster cannot
+        build (a study checks every arm with this before any run starts).
+        """
+        spec, scale = scaled_preset(self.preset, None if self.gpus is None else int(self.gpus))
+        try:
+            return refabric(spec, self.fabric, self.oversubscription).plan(), scale
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
 
     def engine_interval(self):
         """The engine's ``checkpoint_interval``: ``"auto"``, ``None`` (each job's own) or s."""

@@ -623,3 +623,6 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"alert #{self.pk} {self.rule.name} ({self.state})"
+
+
+from twin.models_study import Study, StudyRun  # noqa: E402,F401  (registered with the app)

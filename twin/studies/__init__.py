@@ -1,0 +1,1 @@
+"""Studies on Dask (runner), their files (report) and their rows in the app (store)."""
