@@ -328,5 +328,6 @@ class Physics:
             "storage": {"tiers_mean": storage,
                         "data_stall_gpu_hours": ledger_hours.get("data_stall", 0.0),
                         "checkpoint_gb_written": round(ledger.checkpoint_gb, 1)},
-            "power": power_report(self._power_samples()) if self.power_trace else None,
+            "power": (power_report(self._power_samples(), until=self.ctx.now)
+                      if self.power_trace else None),
         }

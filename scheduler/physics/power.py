@@ -326,12 +326,15 @@ class PowerModel:
         )
 
 
-def power_report(samples, *, top: int = 10) -> dict:
+def power_report(samples, *, top: int = 10, until: float | None = None) -> dict:
     """Peak and mean power, energy and per-rack peaks over ``(t_s, PowerResult)`` samples.
 
     Each sample holds until the next (the engine steps power periodically and the load is
-    constant in between), so energy is ``sum(MW_i x (t_{i+1} - t_i))``; the last sample closes
-    the period.  Samples are read once, in time order, so a generator will do.
+    constant in between), so energy is ``sum(MW_i x (t_{i+1} - t_i))``; the last sample holds
+    until ``until`` (s; the end of the run), or closes the period when it is not given.  With
+    an adaptive tick the last sample may come hours before the end: without ``until`` two runs
+    of the same length would be integrated over different periods.  Samples are read once, in
+    time order, so a generator will do.
 
     Returns a JSON-safe dict: ``it_mw`` and ``facility_mw`` (peak, mean over time),
     ``energy_mwh`` (IT and facility), ``rack_peak_kw`` (max, p99 over racks, the ``top`` racks
@@ -357,6 +360,13 @@ def power_report(samples, *, top: int = 10) -> dict:
         rack_peak = (res.rack_kw.copy() if rack_peak is None
                      else np.maximum(rack_peak, res.rack_kw))
         prev_t, prev = float(t), res
+    if until is not None and prev is not None and float(until) > prev_t:
+        dt = float(until) - prev_t
+        period_s += dt
+        it_mwh += prev.it_mw * dt / 3600.0
+        fac_mwh += prev.facility_mw * dt / 3600.0
+        throttled_h += prev.throttled_gpus * dt / 3600.0
+        lost_h += float(np.sum(1.0 - prev.gpu_throttle)) * dt / 3600.0
     hours = period_s / 3600.0
     if hours > 0:
         it_mean, fac_mean = it_mwh / hours, fac_mwh / hours

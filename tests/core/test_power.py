@@ -204,3 +204,24 @@ def test_a_step_of_a_hundred_thousand_gpus_lies_between_idle_and_full_load():
     # a random load is on average half the span between idle and full, rack by rack
     assert r.it_mw == pytest.approx((idle.it_mw + full.it_mw) / 2, rel=0.01)
     assert r.throttled_gpus == 0 and full.throttled_gpus == 0
+
+
+def test_the_last_sample_holds_until_the_end_of_the_run():
+    """With an adaptive tick the last sample can come hours before the end: the energy of two
+    runs of the same length must cover the same period (issue 17's studies compare them)."""
+    r = PowerModel(one_rack()).step(1.0)
+    closed = power_report([(0.0, r), (3600.0, r)])
+    held = power_report([(0.0, r), (3600.0, r)], until=7200.0)
+    assert held["hours"] == 2.0 and closed["hours"] == 1.0
+    assert held["energy_mwh"]["it"] == pytest.approx(2 * closed["energy_mwh"]["it"], abs=2e-4)
+    assert power_report([(0.0, r), (3600.0, r)], until=100.0)["hours"] == 1.0
+
+
+def test_a_power_capped_run_is_integrated_over_the_same_period_and_uses_less_energy():
+    from scheduler.simulate import Scenario, run_scenario
+
+    _, free = run_scenario(Scenario(preset="dev-small", days=0.5, seed=1))
+    _, capped = run_scenario(Scenario(preset="dev-small", days=0.5, seed=1, power_cap=0.4))
+    assert free["power"]["hours"] == capped["power"]["hours"]
+    assert capped["power"]["throttled_gpu_hours"] > 0 == free["power"]["throttled_gpu_hours"]
+    assert capped["power"]["energy_mwh"]["it"] < free["power"]["energy_mwh"]["it"]
