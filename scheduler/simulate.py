@@ -262,9 +262,9 @@ class Scenario:
                         physics_max_tick_s=self.physics_max_tick_s,
                         restart=self.restart_times(),
                         failure_modes=load_profile(self.failure_profile).modes)
-        if self.power_cap is not None:
+        if self.power_cap is not None:  # in force from the physics' first tick, as the
+            # rest of the power model: both arms of a study are sampled over the same period
             engine.physics.power.cap_all(float(self.power_cap))
-            engine.physics.refresh()
             scenario["power_cap"] = self.power_cap
         return engine, scenario
 
