@@ -23,7 +23,7 @@ run bench: export CLUSTERTWIN_INSECURE_DEMO := 1
 run: venv
 	@echo "CLUSTERTWIN_INSECURE_DEMO=1: a local demo with the published SECRET_KEY over plain HTTP, not a deployment"
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py build_cluster --preset dev-small --if-empty
+	$(BIN)/python manage.py build_cluster --preset noc-4k --if-empty
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/python manage.py collectstatic --noinput -v0
 	@echo "Demo logins: admin / staff / operator; new accounts get CLUSTERTWIN_DEMO_PASSWORD (default 'clustertwin'), existing ones keep theirs"
@@ -33,8 +33,11 @@ run: venv
 lint: venv
 	$(BIN)/ruff check .
 
+# Two workers (one per core here; PYTEST_WORKERS=auto on a bigger machine), whole files per
+# worker so each module's servers (daphne, Slurm, Prometheus, Dask) start once.
+PYTEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 	@if [ -n "$$CLUSTERTWIN_TEST_DATABASE_URL" ]; then \
 	  echo "PostgreSQL module against $$CLUSTERTWIN_TEST_DATABASE_URL"; \
 	  DATABASE_URL="$$CLUSTERTWIN_TEST_DATABASE_URL" $(BIN)/python -m pytest -q tests/web/test_postgres.py; \

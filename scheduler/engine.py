@@ -27,7 +27,7 @@ import numpy as np
 from scheduler.control.commands import apply_command
 from scheduler.control.inject import inject
 from scheduler.hardware.cluster import ClusterPlan
-from scheduler.model.ledger import CAPACITY, Ledger
+from scheduler.model.ledger import CAPACITY, MFU_WINDOW_COPIES, MFU_WINDOW_S, Ledger, LedgerWindow
 from scheduler.model.state import ClusterState
 from scheduler.physics.job_speed import Physics
 from scheduler.reliability.checkpoint import CheckpointCosts, RestartTimes
@@ -295,6 +295,17 @@ class Engine:
     def free_counts(self) -> np.ndarray:
         """Free GPUs per model on schedulable, spare and unavailable nodes (3 x models)."""
         return self.state.free_counts()
+
+    @property
+    def mfu_window(self) -> LedgerWindow:
+        """Copies of the horizon ledger over the last hour, for the windowed MFU; the frame
+        builder (:func:`scheduler.live.live_frame`) feeds it.  Kept in the engine so that
+        snapshots and forks carry it; made on first use (snapshots older than it lack it)."""
+        win = self.__dict__.get("_mfu_window")
+        if win is None:
+            win = self._mfu_window = LedgerWindow(MFU_WINDOW_S,
+                                                  MFU_WINDOW_S / MFU_WINDOW_COPIES)
+        return win
 
     def horizon_ledger(self) -> Ledger:
         """The ledger with every open segment booked up to now (the engine is not changed)."""

@@ -9,29 +9,59 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.control.job_actions import held_jobs
 from scheduler.control.mirror import mirror_summary
-from scheduler.frames import dashboard_frames, links_down
+from scheduler.frames import dashboard_frames, heat_detail, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.reliability.failures import job_failure_rate
 from scheduler.report import fleet_ettr, utilisation
+from scheduler.scheduling.queue_index import partition_of
 
 SIZE_BUCKETS = (1, 8, 64, 512, 4096, 1 << 30)
 
 
-def _queue(engine, top: int) -> list[dict]:
+
+QUEUE_ROWS_MAX = 20_000
+"""Most queued gangs :func:`live_placement` lists for the paged queue (``queue_total`` counts
+them all)."""
+
+QUEUE_COLUMNS = ("position", "name", "tenant", "gpus", "priority", "wait_h",
+                 "reserved_start_h", "reason")
+"""The queue's columns, in the order of :func:`queue_rows`' lists."""
+
+
+def queue_rows(engine, top: int | None = None) -> list[list]:
+    """The queue in the policy's order as rows of :data:`QUEUE_COLUMNS`, the first ``top``.
+
+    ``reason`` is why the gang waits, in Slurm's words where it has one: the mirrored
+    scheduler's own reason, else the simulated scheduler's from its last pass (``Resources``,
+    ``Topology`` or ``Priority``; :meth:`~scheduler.scheduling.passes.Scheduler.pending_reason`).
+    ``reserved_start_h`` is the head's EASY reservation while it lies ahead (a reservation the
+    clock has passed, the gang still waiting, is not shown).
+    """
     order = sorted(engine.queue.values(), key=lambda r: engine.policy.order(r, engine.tenants))
+    if top is not None:
+        order = order[:top]
     mirror = getattr(engine, "mirror", None)
-    reasons = mirror.reasons if mirror is not None else {}
+    mirrored = mirror.reasons if mirror is not None else None
+    sched = engine.scheduler
+    now = engine.now
     out = []
-    for pos, r in enumerate(order[:top], start=1):
-        out.append({"position": pos, "name": r.spec.name, "tenant": r.spec.tenant,
-                    "gpus": r.gpus, "priority": r.spec.priority,
-                    "wait_h": round((engine.now - r.queued_since) / 3600.0, 3),
-                    "reserved_start_h": None if r.reserved_start is None
-                    else round(r.reserved_start / 3600.0, 3)})
-        if mirror is not None:  # the real scheduler's reason (Resources, Priority, QOS …)
-            out[-1]["reason"] = reasons.get(r.spec.name, "")
+    for pos, r in enumerate(order, start=1):
+        if mirrored is not None:
+            reason = mirrored.get(r.spec.name, "")
+        else:
+            reason = sched.pending_reason(r, partition_of(r))
+        reserved = r.reserved_start
+        out.append([pos, r.spec.name, r.spec.tenant, r.gpus, r.spec.priority,
+                    round((now - r.queued_since) / 3600.0, 3),
+                    None if reserved is None or reserved < now else round(reserved / 3600.0, 3),
+                    reason])
     return out
+
+
+def _queue(engine, top: int) -> list[dict]:
+    return [dict(zip(QUEUE_COLUMNS, row, strict=True)) for row in queue_rows(engine, top)]
 
 
 def _running(engine, top: int) -> list[dict]:
@@ -78,8 +108,16 @@ def _mttf_by_size(engine) -> list[dict]:
 
 
 def live_frame(engine, *, top: int = 50) -> dict:
-    """The dashboard's view of ``engine`` now (no ``type``/``seq``: the publisher adds them)."""
+    """The dashboard's view of ``engine`` now (no ``type``/``seq``: the publisher adds them).
+
+    ``mfu`` is the MFU since the start of the run; ``mfu_window`` the MFU of the last
+    :data:`~scheduler.model.ledger.MFU_WINDOW_S` simulated seconds, from the ledger copies
+    the engine's ``mfu_window`` keeps at each frame, and ``mfu_window_s`` the seconds it
+    covers (shorter while the first window fills).
+    """
     led = engine.horizon_ledger()
+    engine.mfu_window.observe(engine.now, led)
+    windowed = engine.mfu_window.mfu(engine.now, led)
     util = utilisation(engine)
     states = [r.state for r in engine.runs]
     rel = engine.reliability
@@ -96,6 +134,7 @@ def live_frame(engine, *, top: int = 50) -> dict:
         "t": round(engine.now, 3),
         "util": util,
         "mfu": mfu["achieved"], "loss_pp": mfu["loss_pp"], "goodput": round(led.goodput(), 6),
+        "mfu_window": windowed["achieved"], "mfu_window_s": windowed["span_s"],
         "ettr": fleet_ettr(engine),
         "ledger_gpu_hours": led.gpu_hours(),
         "jobs": {"queued": states.count(QUEUED),
@@ -133,6 +172,40 @@ def _ranges(ids: np.ndarray) -> list[list[int]]:
     return [[int(ids[a]), int(ids[b])] for a, b in zip(starts, ends, strict=True)]
 
 
+def gpu_holders(engine) -> tuple[dict[int, list[list[int]]], dict[str, list[list[int]]]]:
+    """Which GPUs each allocation holds, read off ``gpu_owner`` in one vectorised pass.
+
+    Returns the GPU runs ``[[first, last], ...]`` (engine GPU ids, ascending) of each training
+    run by its index (``run.idx``, the owner id it allocates under), and of each inference
+    service's replicas together by the service's name.  A run may cross a node boundary: a gang
+    on whole consecutive nodes is one run.  Python touches runs, never single GPUs.
+    """
+    owner = engine.state.gpu_owner
+    if owner.size == 0:
+        return {}, {}
+    cut = np.flatnonzero(owner[1:] != owner[:-1]) + 1
+    first = np.concatenate([[0], cut])
+    last = np.concatenate([cut - 1, [owner.size - 1]])
+    who = owner[first]
+    held = who >= 0
+    first, last, who = first[held], last[held], who[held]
+    replica_service = {rep.owner: s.spec.name for s in engine.fleet.services
+                       for rep in s.replicas}
+    training: dict[int, list[list[int]]] = {}
+    serving: dict[str, list[list[int]]] = {}
+    for o, a, b in zip(who.tolist(), first.tolist(), last.tolist(), strict=True):
+        service = replica_service.get(o)
+        if service is None:
+            training.setdefault(o, []).append([a, b])
+        else:
+            runs = serving.setdefault(service, [])
+            if runs and runs[-1][1] + 1 == a:  # two replicas side by side: one run
+                runs[-1][1] = b
+            else:
+                runs.append([a, b])
+    return training, serving
+
+
 def live_placement(engine) -> dict:
     """Where every gang holding GPUs is, and every node's live status, by engine ids.
 
@@ -142,14 +215,20 @@ def live_placement(engine) -> dict:
     ``spare`` are node runs; ``gpus_down`` GPU runs (a GPU or its NIC link out);
     ``switches_down`` failed switches; ``links_down`` switch links out (themselves or through
     a failed switch); ``storage`` each tier's share of its bandwidth left (drills, failures
-    and operators).
+    and operators); ``heat`` the heatmaps at full resolution (``/api/heatmap`` zooms them);
+    ``queue`` the first :data:`QUEUE_ROWS_MAX` rows of :func:`queue_rows` (``/api/queue``
+    pages them) and ``queue_total`` the queue's length.  Which GPUs exactly (engine GPU ids,
+    from ``gpu_owner``; :func:`gpu_holders`): each job's ``gpu_runs`` and ``serving``, each
+    inference service's GPU runs by name.
     """
     s = engine.state
+    held, serving = gpu_holders(engine)
     jobs = {}
     for r in engine.running.values():
         jobs[r.spec.name] = {"state": r.state, "gpus": r.gpus, "tenant": r.spec.tenant,
                              "model": engine.plan.models[r.model].name,
-                             "nodes": _ranges(r.placement.nodes)}
+                             "nodes": _ranges(r.placement.nodes),
+                             "gpu_runs": held.get(r.idx, [])}
     rel = engine.reliability
     storage = {spec.tier: rel.storage_fraction(spec.tier) for spec in engine.plan.storage}
     if "central" in storage:  # drills' and failures' slowdowns act on the central tier
@@ -162,7 +241,9 @@ def live_placement(engine) -> dict:
             "switches_down": _ranges(np.array(
                 sorted(k for k, n in rel.failed_switches.items() if n > 0), dtype=np.int64)),
             "links_down": _ranges(np.flatnonzero(links_down(engine))),
-            "storage": storage}
+            "storage": storage, "heat": heat_detail(engine), "held": held_jobs(engine),
+            "queue": queue_rows(engine, QUEUE_ROWS_MAX), "queue_total": len(engine.queue),
+            "serving": serving}
 
 
 def in_ranges(node: int, runs: list[list[int]]) -> bool:

@@ -16,6 +16,12 @@ Sources for the shapes (see ``../shared/reference/figures.md``):
 * ``dragonfly-16k``: 16,384 H100 GPUs on the balanced radix-64 plain Dragonfly of Kim, Dally,
   Scott, Abts (ISCA 2008, section 3: p = h = 16, a = 32, 63 ports used): 32 groups of 512
   GPUs; storage at the 1 GB/s-per-GPU rule of thumb below; the capacity is assumed.
+* ``noc-4k``: the default live twin: the same RA's 16-SU three-tier build (the "larger DGX
+  SuperPOD" component table: 128 leaves, 128 spines, 64 cores), all 512 slots given to DGX H100
+  nodes (4,096 GPUs; the UFM appliances assumed outside the SU racks), 32 of them hot spares
+  (two per SU, assumed: 6 %, twice Llama 3's 64 of 2,112, so a failed node is swapped at
+  once); storage at the vendors' 1 GB/s-per-GPU rule of thumb below.
+  Its workload (:mod:`scheduler.workload.scenarios`) keeps it busy from the first frame.
 * ``hyperscale-100k``: compute islands of the same kind, sized past 100,000 GPUs; storage at the
   vendors' rule of thumb of 1 GB/s read per GPU, half that for writes (the RA's 2:1 ratio).
 Cloud prices are assumptions (editable in the admin), not quotes.
@@ -34,6 +40,9 @@ from scheduler.hardware.cluster import (
     plan_cluster,
 )
 
+LIVE_SPEEDUP = 60.0
+"""The live twin's default speed-up, simulated s per wall s (``CLUSTERTWIN_SPEEDUP``)."""
+
 NVME_READ_GB_S = 25.0   # per node: 8 Gen4 U.2 drives, assumed (typical datasheet class)
 NVME_WRITE_GB_S = 12.0
 
@@ -50,6 +59,10 @@ class Preset:
     central_capacity_tb: float = 0.0
     gpudirect: bool = True
     cloud_pools: tuple[CloudPoolSpec, ...] = ()
+    warmup_s: float = 0.0
+    """Simulated seconds the live twin runs its scenario before the first frame (a fresh
+    build only), so the dashboard opens on a fleet in mid-life: full, with a queue and some
+    failures behind it, rather than on an empty cluster filling up."""
 
     def plan(self, name: str | None = None) -> ClusterPlan:
         nodes = sum(g.nodes for g in self.groups)
@@ -73,6 +86,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
         (NodeGroup("H100-SXM", 64, spares=2),), "rail",
         central_read_gb_s=80.0, central_write_gb_s=40.0, central_capacity_tb=2000.0,
         cloud_pools=(CloudPoolSpec("aws", "us-east-1", "H100-SXM", 256, 4.0, 900),),
+    ),
+    Preset(
+        "noc-4k", "4,096 H100 GPUs in 16 rail-optimised SUs: a busy multi-tenant default twin",
+        (NodeGroup("H100-SXM", 512, spares=32),), "rail", {"nodes_per_su": 32},
+        central_read_gb_s=4096.0, central_write_gb_s=2048.0, central_capacity_tb=40_000.0,
+        cloud_pools=(CloudPoolSpec("aws", "us-east-1", "H100-SXM", 1024, 4.0, 900),),
+        warmup_s=3 * 86400.0,
     ),
     Preset(
         "superpod-h100", "DGX SuperPOD H100: 4 SUs, 127 nodes, rail-optimised NDR",

@@ -20,10 +20,11 @@ What is reported (the real exporter as the guide):
 * A GPU in ``placement["gpus_down"]`` on a node that is up reads idle with
   ``DCGM_FI_DEV_XID_ERRORS`` 79 ("GPU has fallen off the bus"). The placement does not say
   whether the GPU failed or only its NIC link went down, so both read as XID 79.
-* Which GPUs of a node a gang holds: the placement lists a gang's nodes and GPU count, not its
-  GPUs. Gangs (by name) spread their GPUs evenly over their nodes, each taking a node's lowest
-  free indices, as the allocator does (``ClusterState`` takes free GPUs in index order).
-  Inference replicas are not in the placement: their GPUs read idle.
+* Which GPUs of a node a gang holds: the placement's ``gpu_runs`` (the engine's
+  ``gpu_owner``). Placements written before it was added list a gang's nodes and GPU count
+  only: there gangs (by name) spread their GPUs evenly over their nodes, each taking a node's
+  lowest free indices, as the allocator does. Inference replicas carry no ``hpc_job`` (they
+  are not Slurm jobs): their GPUs read idle.
 
 Values: a model, not a measurement. Each figure below is the twin's own where it has one, else
 an assumption named here (and in ``docs/live.md``):
@@ -242,12 +243,17 @@ def _runs(runs, n: int) -> np.ndarray:
 
 
 def _holders(inv: DcgmInventory, jobs: dict) -> tuple[np.ndarray, list[str]]:
-    """Each GPU's gang (index into the returned names; -1 for none): gangs by name spread their
-    GPUs evenly over their nodes, each on a node's lowest free indices."""
+    """Each GPU's gang (index into the returned names; -1 for none): the GPUs a gang's
+    ``gpu_runs`` name, else (placements without them) gangs by name spread their GPUs evenly
+    over their nodes, each on a node's lowest free indices."""
     owner = np.full(inv.n_gpus, -1, dtype=np.int64)
     fill = np.zeros(inv.node_gpus.size, dtype=np.int64)
     names = sorted(jobs)
     for j, name in enumerate(names):
+        exact = jobs[name].get("gpu_runs")
+        if exact is not None:  # the engine's own GPU ids (placements written since issue 16)
+            owner[_runs(exact, inv.n_gpus)] = j
+            continue
         nodes = np.flatnonzero(_runs(jobs[name].get("nodes"), inv.node_gpus.size))
         if nodes.size == 0:
             continue

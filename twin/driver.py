@@ -28,6 +28,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from scheduler.live import live_frame, live_placement
+from scheduler.presets import get_preset
 from scheduler.reliability.profiles import DEFAULT as PROFILE_DEFAULT
 from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import Scenario
@@ -38,7 +39,7 @@ from twin.driver_inventory import InventoryFollowing, _cluster_preset, _inventor
 from twin.driver_log import CommandLogging
 from twin.driver_mirror import MirrorError, MirrorFollowing
 from twin.engine_commands import (
-    INVENTORY_COMMANDS,
+    LOGGED_COMMANDS,
     Command,
     CommandError,
     command_parse,
@@ -240,6 +241,7 @@ class EngineDriver(InventoryFollowing, CommandLogging, MirrorFollowing):
         # the run's name: its inventory and cluster (a rebuilt look-alike is another twin)
         engine.lineage = f"{self.inventory}:{self.inv.cluster_id}" if self.inv else None
         self._statuses_apply(engine)
+        engine.run_until(get_preset(self.preset).warmup_s)  # issue 16: opens on a busy fleet
         return engine
 
     def request_stop(self) -> None:
@@ -427,7 +429,7 @@ class EngineDriver(InventoryFollowing, CommandLogging, MirrorFollowing):
             logger.info("live engine: speed x%g", self.speed)
         elif cmd.name in ("pause", "resume"):
             self.paused = cmd.name == "pause"
-        elif cmd.name in INVENTORY_COMMANDS:
+        elif cmd.name in LOGGED_COMMANDS:  # inventory edits and staff actions
             try:
                 await self._apply_logged(cmd.name, cmd.params)
             except ValueError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from scheduler.control.bounds import JOB_PRIORITY
 from scheduler.control.params import fraction
 from scheduler.control.storage_status import TIERS
 
@@ -26,7 +27,13 @@ STORAGE_COMMANDS = ("storage_down", "storage_degraded", "storage_up")
 INVENTORY_COMMANDS = (ENGINE_COMMANDS + SWITCH_COMMANDS + LINK_COMMANDS + FEED_COMMANDS
                       + COOLING_COMMANDS + GPU_COMMANDS + STORAGE_COMMANDS)
 """Every command that carries an inventory edit to the engine (the driver forwards these)."""
-"""Commands passed to ``Engine.command`` as they are."""
+JOB_COMMANDS = ("job_hold", "job_release", "job_cancel", "job_requeue", "job_priority")
+"""Staff actions on one job (``scheduler.control.job_actions``)."""
+ACTION_COMMANDS = JOB_COMMANDS + ("end_drill",)
+LOGGED_COMMANDS = INVENTORY_COMMANDS + ACTION_COMMANDS
+"""Commands passed to ``Engine.command`` as they are, through the durable command log."""
+JOB_NAME_MAX = 200
+BY_MAX = 150
 
 
 class CommandError(ValueError):
@@ -68,6 +75,27 @@ def _storage(name: str, params: dict) -> Command:
         raise CommandError(str(exc)) from None
 
 
+def _by(params: dict) -> str:
+    by = params.get("by", "")
+    if not isinstance(by, str) or len(by) > BY_MAX:
+        raise CommandError(f"by must be a name of at most {BY_MAX} characters, not {by!r}")
+    return by
+
+
+def _job_action(name: str, params: dict) -> Command:
+    job = params.get("job")
+    if not isinstance(job, str) or not 0 < len(job) <= JOB_NAME_MAX:
+        raise CommandError(f"job must be a job name of at most {JOB_NAME_MAX} characters, "
+                           f"not {job!r}")
+    out = {"job": job, "by": _by(params)}
+    if name == "job_priority":
+        try:
+            out["priority"] = JOB_PRIORITY.check("priority", params.get("priority"))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    return Command(name, out)
+
+
 def command_parse(message: dict) -> Command:
     """Turn a ``twin.engine`` group message into a :class:`Command`; raises CommandError."""
     if not isinstance(message, dict):
@@ -97,6 +125,11 @@ def command_parse(message: dict) -> Command:
         if not isinstance(nic, bool):
             raise CommandError(f"nic must be true or false, not {nic!r}")
         return Command(name, {"gpu": _int("gpu", params.get("gpu")), "nic": nic})
+    if name in JOB_COMMANDS:
+        return _job_action(name, params)
+    if name == "end_drill":
+        return Command(name, {"drill_id": _int("drill_id", params.get("drill_id")),
+                              "by": _by(params)})
     if name == "drill":
         drill_id = _int("drill_id", params.get("drill_id"))
         kind = params.get("kind")
@@ -106,9 +139,11 @@ def command_parse(message: dict) -> Command:
             raise CommandError("a drill needs a kind (string) and params (dict)")
         if isinstance(target, str) and target.isdigit():
             target = int(target)
-        if "kind" in extra or "target" in extra:
-            raise CommandError("drill params cannot override kind or target")
-        return Command("drill", {"kind": kind, "target": target, **extra}, drill_id=drill_id)
+        if {"kind", "target", "drill_id"} & set(extra):
+            raise CommandError("drill params cannot override kind, target or drill_id")
+        # the engine keeps the id so that the drill can be ended early (end_drill)
+        return Command("drill", {"kind": kind, "target": target, "drill_id": drill_id,
+                                 **extra}, drill_id=drill_id)
     raise CommandError(f"unknown engine command {name!r}")
 
 

@@ -27,6 +27,7 @@ SERIES: dict[str, tuple[str, str]] = {
     "fleet.allocated_pct": ("GPUs allocated", "%"),
     "fleet.gpus_down": ("GPUs down", "GPUs"),
     "fleet.mfu_pct": ("MFU since start", "%"),
+    "fleet.mfu_window_pct": ("MFU over the last hour (windowed)", "%"),
     "fleet.goodput_pct": ("goodput since start", "%"),
     "jobs.queued": ("jobs queued", "jobs"),
     "jobs.running": ("jobs running", "jobs"),
@@ -52,7 +53,8 @@ def sample(frame: dict) -> dict[str, float]:
     if util.get("gpus"):
         out["fleet.allocated_pct"] = 100.0 * util["allocated"] / util["gpus"]
         out["fleet.gpus_down"] = float(util.get("down", 0))
-    for key, name in (("mfu", "fleet.mfu_pct"), ("goodput", "fleet.goodput_pct")):
+    for key, name in (("mfu", "fleet.mfu_pct"), ("mfu_window", "fleet.mfu_window_pct"),
+                      ("goodput", "fleet.goodput_pct")):
         if frame.get(key) is not None:
             out[name] = 100.0 * float(frame[key])
     jobs = frame.get("jobs") or {}

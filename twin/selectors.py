@@ -10,6 +10,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from scheduler.control.storage_status import DOWN_LEFT
+from scheduler.live import QUEUE_COLUMNS
 from twin import models as m
 from twin.conf import app_setting
 from twin.inventory import EngineIds
@@ -346,3 +347,25 @@ def live_view() -> LiveView:
     placement = (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
                  .values_list("placement", flat=True).first())
     return LiveView(placement, cluster_current() if placement else None)
+
+
+def live_queue_page(*, sort: str, order: str, page: int, per_page: int) -> dict | None:
+    """One page of the live queue (:func:`scheduler.live.queue_rows` in the placement) sorted
+    by column ``sort`` (``order`` ``asc``/``desc``; ties keep the policy's order), as dicts;
+    ``None`` before the engine wrote a queue.  ``total`` counts the whole queue, ``listed``
+    the rows kept to page through."""
+    placement = (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
+                 .values_list("placement", flat=True).first())
+    if not placement or "queue" not in placement:
+        return None
+    rows = placement["queue"]
+    k = QUEUE_COLUMNS.index(sort)
+    # None (no reservation) sorts after every value, whichever the direction
+    present = sorted((r for r in rows if r[k] is not None), key=lambda r: r[k],
+                     reverse=order == "desc")
+    rows = present + [r for r in rows if r[k] is None]
+    start = (page - 1) * per_page
+    return {"t": placement.get("t"), "total": placement.get("queue_total", len(rows)),
+            "listed": len(rows), "pages": max(1, -(-len(rows) // per_page)),
+            "rows": [dict(zip(QUEUE_COLUMNS, r, strict=True))
+                     for r in rows[start:start + per_page]]}

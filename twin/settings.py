@@ -16,6 +16,7 @@ import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from scheduler.presets import LIVE_SPEEDUP
 from twin.env import env_bool, env_float, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -200,14 +201,15 @@ AXES_VERBOSE = False  # no banner on every manage.py command; lockouts are still
 # App knobs, read through twin.conf.app_setting().
 CLUSTERTWIN = {
     "DEMO_PASSWORD": env_str("CLUSTERTWIN_DEMO_PASSWORD", "clustertwin"),
-    "DEFAULT_PRESET": env_str("CLUSTERTWIN_PRESET", "dev-small"),
+    "DEFAULT_PRESET": env_str("CLUSTERTWIN_PRESET", "noc-4k"),  # tests: dev-small (pyproject)
     # the inventory the live engine runs: a Cluster's name ("" = the most recently built)
     "CLUSTER": env_str("CLUSTERTWIN_CLUSTER", ""),
     # live engine: "embedded" runs it inside the daphne process; "separate" expects
     # `manage.py run_engine` (and REDIS_URL, so frames cross processes); "off" runs none
     # (tests, or a web process that only serves pages)
     "ENGINE_MODE": env_str("CLUSTERTWIN_ENGINE", "embedded"),
-    "SPEEDUP": env_float("CLUSTERTWIN_SPEEDUP", 60.0, minimum=0.0),  # simulated s per wall s
+    # simulated s per wall s
+    "SPEEDUP": env_float("CLUSTERTWIN_SPEEDUP", LIVE_SPEEDUP, minimum=0.0),
     "FRAME_INTERVAL_S": env_float("CLUSTERTWIN_FRAME_INTERVAL_S", 1.0, minimum=0.05),
     "SNAPSHOT_INTERVAL_S": env_float("CLUSTERTWIN_SNAPSHOT_INTERVAL_S", 60.0, minimum=1.0),
     # a live state older than this (wall s) while it says the engine runs reads as "down"
@@ -233,6 +235,12 @@ CLUSTERTWIN = {
     "HISTORY_STEP_S": env_float("CLUSTERTWIN_HISTORY_STEP_S", 300.0, minimum=1.0),
     "HISTORY_RETENTION_S": env_float("CLUSTERTWIN_HISTORY_RETENTION_S", 90 * 86400.0,
                                      minimum=3600.0),
+    # studies (docs/studies.md): their files under STUDY_DIR/ID; run on the Dask scheduler at
+    # STUDY_SCHEDULER (tcp://HOST:8786), or on an embedded LocalCluster of STUDY_WORKERS
+    # processes (0: one per core but one, which the web process keeps)
+    "STUDY_DIR": env_str("CLUSTERTWIN_STUDY_DIR", str(BASE_DIR / "var" / "studies")),
+    "STUDY_SCHEDULER": env_str("CLUSTERTWIN_STUDY_SCHEDULER", ""),
+    "STUDY_WORKERS": int(env_float("CLUSTERTWIN_STUDY_WORKERS", 0, minimum=0)),
 }
 SOURCES = ("simulate", "mirror")
 if CLUSTERTWIN["SOURCE"] not in SOURCES:

@@ -4,8 +4,11 @@ from django.templatetags.static import static
 from django.urls import path, register_converter
 from django.views.generic import RedirectView
 
+import twin.views_actions as views_actions
+import twin.views_queue as views_queue
+import twin.views_studies as views_studies
 import twin.views_whatif as views_whatif
-from twin import views, views_alerts, views_metrics, views_pages
+from twin import views, views_alerts, views_heatmap, views_metrics, views_pages
 
 
 class EngineIdConverter:
@@ -38,8 +41,21 @@ urlpatterns = [
     path("drills/", views.drills, name="drills"),
     path("whatif/", views_whatif.whatif_page, name="whatif"),
     path("whatif/<engine_id:pk>/", views_whatif.whatif_result, name="whatif-result"),
+    path("whatif/<engine_id:pk>/save-study", views_studies.whatif_save, name="whatif-save-study"),
+    path("studies/", views_studies.studies_page, name="studies"),
+    path("studies/<engine_id:pk>/", views_studies.study_page, name="study"),
+    path("studies/<engine_id:pk>/resume", views_studies.study_resume, name="study-resume"),
+    path("studies/<engine_id:pk>/<str:name>", views_studies.study_file, name="study-file"),
     path("search/", views_pages.search_page, name="search"),
     path("jobs/<str:name>/", views_pages.job_page, name="job"),
+    path("jobs/<str:name>/actions", views_actions.job_action_form, name="job-action"),
+    path("nodes/<engine_id:index>/drain", views_actions.node_action_form,
+         {"action": "drain"}, name="node-drain"),
+    path("nodes/<engine_id:index>/resume", views_actions.node_action_form,
+         {"action": "resume"}, name="node-resume"),
+    path("drills/<engine_id:pk>/end", views_actions.drill_end_form, name="drill-end"),
+    path("api/jobs/<str:name>/actions", views_actions.api_job_action, name="api-job-action"),
+    path("api/drills/<engine_id:pk>/end", views_actions.api_drill_end, name="api-drill-end"),
     path("nodes/<engine_id:index>/", views_pages.node_page, name="node"),
     path("switches/<engine_id:index>/", views_pages.switch_page, name="switch"),
     path("tenants/<str:name>/", views_pages.tenant_page, name="tenant"),
@@ -51,11 +67,15 @@ urlpatterns = [
     path("api/inventory", views.api_inventory, name="api-inventory"),
     path("api/state", views.api_state, name="api-state"),
     path("api/jobs", views.api_jobs, name="api-jobs"),
+    path("api/queue", views_queue.api_queue, name="api-queue"),
     path("api/events", views.api_events, name="api-events"),
     path("api/history", views.api_history, name="api-history"),
     path("api/drills", views.api_drills, name="api-drills"),
+    path("api/studies", views_studies.api_studies, name="api-studies"),
+    path("api/studies/<engine_id:pk>", views_studies.api_study, name="api-study"),
     path("api/whatif", views_whatif.api_whatif, name="api-whatif"),
     path("api/whatif/<engine_id:pk>", views_whatif.api_whatif_detail, name="api-whatif-detail"),
+    path("api/heatmap", views_heatmap.api_heatmap, name="api-heatmap"),
     path("api/racks/<engine_id:index>", views.api_rack, name="api-rack"),
     path("api/nodes/<engine_id:index>", views.api_node, name="api-node"),
     path("api/jobs/<str:name>", views.api_job, name="api-job"),

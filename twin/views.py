@@ -18,9 +18,10 @@ from django.views import csrf, defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from scheduler.live import in_ranges
-from twin import floor, history, selectors, services
-from twin.forms import KIND_PARAMS, DrillForm
+from twin import floor, history, selectors, services, services_actions
+from twin.forms import KIND_BOUNDS, KIND_PARAMS, DrillForm
 from twin.inventory import EngineIds
+from twin.views_heatmap import heatmap_names
 
 DRILLS_LIMIT = 50
 DRILLS_LIMIT_MAX = 200
@@ -53,7 +54,8 @@ def home(request):
 def topology(request):
     cluster = selectors.cluster_current()
     rack_map = floor.rack_floor_map(cluster=cluster) if cluster else {"racks": []}
-    return render(request, "twin/topology.html", {"cluster": cluster, "rack_map": rack_map})
+    return render(request, "twin/topology.html", {"cluster": cluster, "rack_map": rack_map,
+                                                  "names": heatmap_names(cluster=cluster)})
 
 
 @require_GET
@@ -103,9 +105,11 @@ def drills(request):
         form = DrillForm(initial={k: v for k, v in request.GET.items()
                                   if k in ("kind", "target")})
     cluster = selectors.cluster_current()
+    recent = selectors.drills_recent(DRILLS_LIMIT)
     return render(request, "twin/drills.html", {
-        "form": form, "drills": selectors.drills_recent(DRILLS_LIMIT),
+        "form": form, "drills": recent,
         "kind_params": KIND_PARAMS, "targets": _drill_target_names(cluster),
+        "kind_bounds": KIND_BOUNDS, "endable": services_actions.drills_endable(drills=recent),
     }, status=400 if form.is_bound else 200)
 
 

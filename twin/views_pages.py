@@ -12,10 +12,12 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from scheduler.control.bounds import JOB_PRIORITY
 from scheduler.live import in_ranges
-from twin import history, search, selectors
+from twin import history, search, selectors, services_actions
 from twin import models as m
 from twin.inventory import EngineIds
+from twin.live_columns import exact_holders, job_gpu_ranges, node_gpu_rows
 
 NODES_SHOWN = 200
 """A job's nodes listed on its page; a 12,000-node gang says how many more."""
@@ -80,31 +82,52 @@ def _node_rows(cluster: m.Cluster, ids: list[int]) -> list[dict]:
             for i, pk in zip(ids, pks, strict=False) if pk in rows]
 
 
+def _job_gpus(cluster: m.Cluster, runs: list[list[int]], nodes: list[dict]) -> list[dict]:
+    """The job's GPUs on the listed ``nodes`` (``_node_rows``) as ``host:indices``."""
+    ids = EngineIds(cluster)
+    keys = ids.node_keys()
+    return job_gpu_ranges(runs, [(n["id"], n["hostname"], ids.gpu(int(keys[n["id"]]), 0),
+                                  n["gpus"]) for n in nodes])
+
+
 @require_GET
 def job_page(request, name: str):
     live, placement, frame = _live()
     placed = placement.get("jobs", {}).get(name)
     running = next((r for r in frame.get("running_jobs") or [] if r["name"] == name), None)
     queued = next((r for r in frame.get("queue") or [] if r["name"] == name), None)
+    held = next((h for h in placement.get("held") or [] if h["name"] == name), None)
     timeline = (selectors.engine_events_page(inventory=live.inventory, job=name,
                                              per_page=EVENTS_SHOWN)
                 if live is not None else {"events": [], "total": 0})
-    if placed is None and running is None and queued is None and not timeline["total"]:
+    if (placed is None and running is None and queued is None and held is None
+            and not timeline["total"]):
         raise Http404(f"no job {name!r} in the live twin (now or in its event log)")
     cluster = selectors.cluster_current()
-    nodes, more_nodes = [], 0
+    nodes, more_nodes, gpu_ranges = [], 0, None
     if placed is not None and cluster is not None:
         ids = [n for a, b in placed["nodes"] for n in range(a, b + 1)]
         nodes = _node_rows(cluster, ids[:NODES_SHOWN])
         more_nodes = max(0, len(ids) - NODES_SHOWN)
+        if "gpu_runs" in placed:  # which GPUs of each node (engines since issue 16)
+            gpu_ranges = _job_gpus(cluster, placed["gpu_runs"], nodes)
     tenant = ((placed or {}).get("tenant") or (running or {}).get("tenant")
-              or (queued or {}).get("tenant"))
-    state = (placed or running or {}).get("state") or ("queued" if queued else
-                                                       "not running (done or evicted)")
+              or (queued or {}).get("tenant") or (held or {}).get("tenant"))
+    state = (placed or running or {}).get("state") or (
+        "queued" if queued else "held" if held else "not running (done or evicted)")
+    recent = services_actions.job_actions_recent(name=name)
+    if placed is None and queued is None and held is None and any(
+            a["action"] == "cancel" and a["status"] == "applied" for a in recent):
+        state = "cancelled"  # by staff: the engine applied it (the placement lists live jobs)
+    staff = services_actions.can_act(request.user)
     return render(request, "twin/job.html", {
         "name": name, "state": state, "tenant": tenant, "placed": placed, "running": running,
-        "queued": queued, "nodes": nodes, "more_nodes": more_nodes, "timeline": timeline,
-        "t": placement.get("t"), "not_reported": NOT_REPORTED})
+        "queued": queued, "held": held, "nodes": nodes, "more_nodes": more_nodes,
+        "gpu_ranges": gpu_ranges,
+        "timeline": timeline, "t": placement.get("t"), "not_reported": NOT_REPORTED,
+        "can_act": staff, "priority_bound": JOB_PRIORITY,
+        "actions": [a for a, ok in services_actions.ACTION_STATES.items() if state in ok],
+        "recent_actions": recent if staff else []})
 
 
 # ----------------------------------------------------------------- a node
@@ -114,10 +137,15 @@ def node_page(request, index: int):
     node = selectors.node_by_engine_id(cluster=cluster, index=index)
     if node is None:
         raise Http404(f"node {index} does not exist in cluster {cluster.name}")
-    _, placement, _ = _live()
+    _, placement, frame = _live()
     ids = EngineIds(cluster)
     pk = int(ids.node_keys()[index])
     first_gpu = ids.gpu(pk, 0)
+    gpu_live, telemetry_missing = node_gpu_rows(
+        placement=placement, frame=frame, cluster=cluster.name, node=index,
+        hostname=node["hostname"], model=node["model"], first_gpu=first_gpu,
+        n_gpus=node["gpus"],
+        nic_gbps=m.Node.objects.filter(pk=pk).values_list("nic_gbps", flat=True).first())
     live_status = ("unknown" if not placement else next(
         (k for k in ("down", "drained", "spare") if in_ranges(index, placement.get(k, []))),
         "up"))
@@ -126,7 +154,8 @@ def node_page(request, index: int):
     gpus = [{"index": i, "serial": serial, "status": status, "engine_id": first_gpu + i,
              "live": ("unknown" if not placement else
                       "down" if in_ranges(first_gpu + i, placement.get("gpus_down", [])) else
-                      live_status)}
+                      live_status),
+             "now": gpu_live[i] if 0 <= i < len(gpu_live) else None}
             for i, serial, status in m.Accelerator.objects.filter(node_id=pk)
             .order_by("index").values_list("index", "serial", "status")]
     links = [{"port": port, "switch": sw, "switch_index": sw_index, "speed": speed,
@@ -142,7 +171,9 @@ def node_page(request, index: int):
                   .order_by("slot").values_list("pk", "hostname", "slot")]
     return render(request, "twin/node.html", {
         "node": {**node, "id": index}, "live_status": live_status, "jobs": jobs, "gpus": gpus,
-        "links": links, "rack_nodes": rack_nodes, "t": placement.get("t")})
+        "links": links, "rack_nodes": rack_nodes, "t": placement.get("t"),
+        "exact_holders": exact_holders(placement), "telemetry_missing": telemetry_missing,
+        "can_act": services_actions.can_act(request.user)})
 
 
 # ----------------------------------------------------------------- a switch

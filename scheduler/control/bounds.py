@@ -55,6 +55,9 @@ collective ``--bytes``  [1, 2^40] B             1 TiB: the buffer sits in one GP
 ``--nic-gbps``          [1, 3,200] Gb/s         1 Gb/s is a management port (slower, a 1 TiB
                                                 transfer's time overflows); 1.6 Tb/s per GPU is on
                                                 2026 roadmaps, twice that is headroom
+job ``priority``        [-1,000, 1,000],        an operator's reprioritisation: the workloads run
+                        integer                 -10 (best effort) to 100 (inference); ten times
+                                                that either way leaves room to jump any of them
 ``--oversubscription``  [1, 100]                fabrics run 1:1 to 7:1 (islands); 100 keeps a
                                                 scale-out share above 1 %
 simulate ``--load``     (0, 100] x arrivals     saturates every preset many times over
@@ -154,6 +157,7 @@ STORAGE_SLOWDOWN = Bound(STORAGE_LEFT_MIN, 1.0, low_open=False)
 STORAGE_DEGRADED = Bound(STORAGE_LEFT_MIN, 1.0, low_open=False, high_open=True)
 POWER_CAP = Bound(0.1, 1.0, low_open=False)
 DONE_FRACTION = Bound(0.0, 1.0, low_open=False, high_open=True)
+JOB_PRIORITY = Bound(-1000, 1000, low_open=False, integer=True)
 
 DRILL_PARAMS: dict[str, dict[str, Bound]] = {
     "storage_slowdown": {"factor": STORAGE_SLOWDOWN, "duration_s": DRILL_DURATION},

@@ -15,7 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from scheduler.control.bounds import DRILL_DURATION, SURGE_FACTOR, job_check
+from scheduler.control.drills import end_drill as _end_drill
 from scheduler.control.drills import run_drill
+from scheduler.control.job_actions import JOB_ACTIONS
 from scheduler.control.params import unit_id
 from scheduler.control.storage_status import storage_degraded, storage_down, storage_up
 from scheduler.model.job_run import REJECTED
@@ -264,11 +266,18 @@ def drill(engine, *, kind, target="random", **params) -> dict:
     return run_drill(engine, kind, target, **params)
 
 
+def end_drill(engine, *, drill_id, by: str = "") -> dict:
+    """End a running drill now, as if its duration had run out (see
+    :func:`scheduler.control.drills.end_drill`)."""
+    return _end_drill(engine, drill_id, by)
+
+
 COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up,
                                      switch_down, switch_up, link_down, link_up, gpu_down,
                                      gpu_up, feed_down, feed_up, cooling_down, cooling_up,
                                      storage_down, storage_degraded, storage_up, set_policy,
-                                     inference_surge, submit_job, drill)}
+                                     inference_surge, submit_job, drill, end_drill)}
+COMMANDS.update(JOB_ACTIONS)  # hold, release, cancel, requeue, priority: job_actions.py
 
 
 def apply_command(engine, command: str, /, **params) -> dict:

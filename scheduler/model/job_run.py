@@ -21,6 +21,7 @@ from scheduler.workload.jobs import TrainingJob
 
 PENDING, QUEUED, RUNNING, DRAINING, DETECTING, CLOUD, DONE, REJECTED = (
     "pending", "queued", "running", "draining", "detecting", "cloud", "done", "rejected")
+HELD, CANCELLED = "held", "cancelled"  # operator actions (scheduler.control.job_actions)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ the loss of the kernels themselves (peak minus achieved while computing) is its 
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 CATEGORIES = (
@@ -110,3 +112,103 @@ class Ledger:
         """Share of training-eligible GPU-time that made kept progress."""
         train = self.gpu_s.sum() - sum(self.gpu_s[INDEX[c]].sum() for c in NOT_TRAINING)
         return float(self.gpu_s[INDEX["productive"]].sum() / train) if train > 0 else 0.0
+
+    def minus(self, earlier: Ledger) -> Ledger:
+        """The books kept between ``earlier`` (a :meth:`copy` of this ledger taken before) and
+        now: GPU-seconds and FLOPs of that span alone, so :meth:`mfu` reads the span's MFU.
+
+        Not clipped at zero: a horizon ledger books open segments as if they ended now, and
+        work a later failure throws away moves from ``productive`` to ``lost_work`` in the
+        span where that is found, as the cumulative books have it.
+
+        Examples
+        --------
+        >>> led = Ledger(peak_flops=np.array([1e15]))
+        >>> led.book("idle", 0, 3600.0)
+        >>> before = led.copy()
+        >>> led.book("productive", 0, 3600.0, achieved_flops=0.4e15 * 3600)
+        >>> round(led.mfu()["achieved"], 3), round(led.minus(before).mfu()["achieved"], 3)
+        (0.2, 0.4)
+        """
+        if earlier.gpu_s.shape != self.gpu_s.shape:
+            raise ValueError(f"ledgers of {earlier.gpu_s.shape[1]} and {self.gpu_s.shape[1]} "
+                             "accelerator models cannot be subtracted")
+        out = Ledger(self.peak)
+        out.gpu_s = self.gpu_s - earlier.gpu_s
+        out.achieved_flops = self.achieved_flops - earlier.achieved_flops
+        out.checkpoint_gb = self.checkpoint_gb - earlier.checkpoint_gb
+        return out
+
+
+MFU_WINDOW_S = 3600.0
+"""The windowed MFU's window: the last simulated hour."""
+MFU_WINDOW_COPIES = 60
+"""Ledger copies a window keeps: one per ``window / 60`` (a minute of an hour's window)."""
+
+
+class LedgerWindow:
+    """MFU over a sliding window of simulated time, from snapshots of a cumulative ledger.
+
+    The ledger only grows, so the books of the last ``window_s`` seconds are the ledger now
+    minus a copy taken ``window_s`` ago.  :meth:`observe` keeps a copy at most every
+    ``resolution_s`` (a ring of about ``window_s / resolution_s`` copies, each categories x
+    models floats) and drops the ones the window has passed; reading costs one subtraction,
+    whatever the cluster's size.
+
+    Parameters
+    ----------
+    window_s : float
+        Length of the window, simulated seconds (> 0).
+    resolution_s : float
+        Least simulated seconds between two kept copies (> 0, at most ``window_s``); the window
+        read spans ``window_s`` to ``window_s + resolution_s`` plus one observation interval,
+        and :meth:`mfu` says how long exactly.
+
+    Examples
+    --------
+    >>> led = Ledger(peak_flops=np.array([1e15]))
+    >>> win = LedgerWindow(3600.0, 600.0)
+    >>> win.observe(0.0, led)
+    >>> led.book("idle", 0, 7200.0)
+    >>> win.observe(7200.0, led)
+    >>> led.book("productive", 0, 3600.0, achieved_flops=0.5e15 * 3600)
+    >>> win.observe(10800.0, led)
+    >>> round(led.mfu()["achieved"], 3), win.mfu(10800.0, led)
+    (0.167, {'achieved': 0.5, 'span_s': 3600.0})
+    """
+
+    def __init__(self, window_s: float, resolution_s: float):
+        if not (0 < resolution_s <= window_s < float("inf")):
+            raise ValueError(f"need 0 < resolution_s <= window_s < inf, not resolution_s="
+                             f"{resolution_s!r}, window_s={window_s!r}")
+        self.window_s = float(window_s)
+        self.resolution_s = float(resolution_s)
+        self._kept: deque[tuple[float, Ledger]] = deque()
+
+    def __len__(self) -> int:
+        """Ledger copies kept now."""
+        return len(self._kept)
+
+    def observe(self, t: float, ledger: Ledger) -> None:
+        """Note ``ledger`` (cumulative, with open segments booked up to ``t``) at time ``t`` s."""
+        kept = self._kept
+        if kept and t < kept[-1][0]:
+            raise ValueError(f"time went back: observed at {kept[-1][0]} s, now {t} s")
+        if not kept or t - kept[-1][0] >= self.resolution_s:
+            kept.append((float(t), ledger.copy()))
+        # the base of the window is the newest copy at or before t - window_s: older ones go
+        while len(kept) >= 2 and kept[1][0] <= t - self.window_s:
+            kept.popleft()
+
+    def mfu(self, t: float, ledger: Ledger) -> dict | None:
+        """MFU of the books between the window's base copy and ``ledger`` at ``t`` s:
+        ``achieved`` (fraction, as :meth:`Ledger.mfu`; None when the window holds no training
+        GPU-time) and ``span_s``, the seconds it covers (less than ``window_s`` while the
+        window fills).  None before any observation."""
+        if not self._kept:
+            return None
+        t0, base = self._kept[0]
+        mfu = ledger.minus(base).mfu()
+        # no training GPU-time in the window (it has just started): no figure, not a zero
+        return {"achieved": mfu["achieved"] if mfu["loss_pp"] else None,
+                "span_s": round(t - t0, 3)}

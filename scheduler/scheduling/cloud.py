@@ -117,6 +117,13 @@ class CloudBurst:
         run.state = DONE
         run.end_s = self.ctx.now
 
+    def region_back(self, pool: int) -> bool:
+        """A lost cloud region serves again (its evicted jobs stay queued on premises); whether
+        it was down."""
+        was_down = not self.pools.up[pool]
+        self.pools.up[pool] = True
+        return was_down
+
     def region_loss(self, pool: int) -> list[int]:
         """A cloud region goes away: its jobs come back to the on-premises queue."""
         self.pools.up[pool] = False

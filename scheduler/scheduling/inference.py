@@ -149,6 +149,17 @@ class InferenceFleet:
                               f"{(until - self.ctx.now) / 3600:.1f} h on {len(targets)} service(s)")
         return [s.spec.name for s in targets]
 
+    def surge_end(self, names: list[str], until: float) -> list[str]:
+        """End now the surge that was to last until ``until`` (s) on the services ``names``:
+        their next demand step reverts it, as when it runs out.  Services whose surge is over
+        or was replaced since are left alone; returns the names ended."""
+        now, ended = self.ctx.now, []
+        for s in self.services:
+            if s.spec.name in names and s.surge_until == until and now < until:
+                s.surge_until = now
+                ended.append(s.spec.name)
+        return ended
+
     def _request(self, s: ServiceRun) -> Request:
         j = s.spec
         return Request(gpus=j.gpus_per_replica, models=s.models, affinity="nvlink",

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 from sortedcontainers import SortedList
 
 from scheduler.model.job_run import (
+    CANCELLED,
     CLOUD,
     DETECTING,
     DONE,
     DRAINING,
+    HELD,
     PENDING,
     QUEUED,
     REJECTED,
@@ -162,7 +165,7 @@ class JobLifecycle:
         run.models, run.affinity = fresh_models, fresh_affinity
         run.sig = (run.models, run.affinity)
         self.runs.append(run)
-        if old.state in (DONE, REJECTED, CLOUD):
+        if old.state in (DONE, REJECTED, CLOUD, CANCELLED, HELD):
             run.model = model
             return run
         if fresh_state == REJECTED:
@@ -234,6 +237,37 @@ class JobLifecycle:
     def leave_queue(self, run: JobRun) -> None:
         """Take a queued run out of the queue (it runs elsewhere, e.g. in a cloud pool)."""
         self._dequeue(run)
+
+    def hold(self, run: JobRun) -> None:
+        """Keep a queued run out of every pass until :meth:`unhold` (Slurm's JobHeldUser)."""
+        self._dequeue(run)
+        run.state = HELD
+
+    def unhold(self, run: JobRun) -> None:
+        """A held run back in the queue with its submit time, priority and wait so far."""
+        since = run.queued_since
+        self._enqueue(run)
+        run.queued_since = since
+
+    def set_priority(self, run: JobRun, priority: int) -> None:
+        """A queued or held run's new priority; a queued one takes its place in the queue."""
+        queued = run.idx in self.queue
+        self._dequeue(run)
+        run.spec = replace(run.spec, priority=priority)
+        if queued:
+            self.unhold(run)
+
+    def cancel(self, run: JobRun) -> None:
+        """End a queued, held or running run for good.  A running gang keeps the compute its
+        last checkpoint covers; the rest is booked ``preempted`` (thrown away by a stop that is
+        not a failure), as a preemption books it."""
+        if run.state == RUNNING:
+            self.close(run, "kill", "preempted")
+            self.release(run)
+        self._dequeue(run)
+        run.state = CANCELLED
+        run.end_s = self.ctx.now
+        self.counters["cancelled"] = self.counters.get("cancelled", 0) + 1
 
     # ----------------------------------------------------------------- starting
     def start(self, run: JobRun, placement: Placement) -> None:

@@ -28,6 +28,15 @@ from scheduler.sim import Context, Handle, Kind
 MAX_PASSES = 3
 """Passes per instant: a pass that preempts frees GPUs, so another one restarts the rest."""
 
+RESOURCES = "Resources"
+"""Pending reason (Slurm's word): too few free GPUs of the models the gang accepts."""
+TOPOLOGY = "Topology"
+"""Pending reason: enough GPUs free in total, but not within one domain (leaf, pod) the gang
+must stay in, or not on hosts with its cores, RAM and NIC."""
+PRIORITY = "Priority"
+"""Pending reason (Slurm's word): a higher-ranked gang waits first (its reservation would be
+delayed, or the pass stopped at it)."""
+
 
 class Scheduler:
     """Runs scheduling passes over the lifecycle's queue with one policy.
@@ -80,6 +89,19 @@ class Scheduler:
         self.no_fit: dict[tuple, tuple[int, int]] = {}
         self.no_victims: dict[int, tuple] = {}
         self._woken = True
+        # why each queued gang did not start in the last pass: by run, and by partition for
+        # partitions the pass dropped whole (their gangs share the shape that failed)
+        self.reasons: dict[int, str] = {}
+        self.partition_reasons: dict[tuple, str] = {}
+
+    def pending_reason(self, run: JobRun, partition: tuple) -> str:
+        """Why queued ``run`` (in queue partition ``partition``) did not start in the last
+        pass: :data:`RESOURCES`, :data:`TOPOLOGY` or :data:`PRIORITY` (a gang the pass never
+        reached waits behind the one it stopped at)."""
+        # getattr: a snapshot pickled before reasons were kept has no such fields yet
+        reasons = getattr(self, "reasons", {})
+        return reasons.get(run.idx) or getattr(self, "partition_reasons", {}).get(
+            partition, PRIORITY)
 
     def wake(self) -> None:
         """Run a pass after this instant even if neither the state nor the queue changed."""
@@ -221,6 +243,8 @@ class SchedulingPass:
         self.jobs = scheduler.jobs
         self.fresh: set[int] = set()  # gangs this pass preempted: back in the queue, not retried
         self.stopped_at: JobRun | None = None  # the head it stopped at to wait for the cycle
+        self.reasons: dict[int, str] = {}  # run -> why it did not start (pending_reason)
+        self.partition_reasons: dict[tuple, str] = {}
 
     def run(self) -> bool:
         sch, jobs = self.s, self.jobs
@@ -228,6 +252,8 @@ class SchedulingPass:
         walk = jobs.index.ordered(policy.order, jobs.tenants, jobs.runs)
         free = sch.state.free_counts()[0].tolist()  # per model, Python ints: read per job
         failed: dict = {}
+        failed_why: dict = {}  # shape -> the reason its smallest failed gang got
+        reasons, part_reasons = self.reasons, self.partition_reasons
         frag = np.zeros(sch.state.n_models, dtype=bool)
         head: JobRun | None = None  # the first gang that could not start
         reservation: Reservation | None = None  # its reservation, made by a backfill cycle
@@ -254,6 +280,7 @@ class SchedulingPass:
             if run.gpus >= failed.get(run.sig, math.inf):
                 if fits_in_total:
                     frag[list(models)] = True
+                part_reasons[key] = failed_why[run.sig]
                 walk.drop(key)
                 continue
             backfill_mode = None
@@ -261,10 +288,12 @@ class SchedulingPass:
                 if not fits_in_total:
                     # behind a reservation nothing is preempted and free GPUs only shrink:
                     # neither this gang nor its partition can start in this pass
+                    part_reasons[key] = PRIORITY
                     walk.drop(key)
                     continue
                 backfill_mode = self._backfill_mode(run, reservation)
                 if backfill_mode is None:
+                    reasons[run.idx] = PRIORITY  # it would delay the head's reservation
                     continue
             placement = None
             if fits_in_total:
@@ -276,7 +305,10 @@ class SchedulingPass:
                 free = sch.state.free_counts()[0].tolist()
                 any_free = max(free) > 0
             if placement is None:
+                if run.gpus < failed.get(run.sig, math.inf):
+                    failed_why[run.sig] = TOPOLOGY if fits_in_total else RESOURCES
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
+                reasons[run.idx] = part_reasons[key] = failed_why[run.sig]
                 walk.drop(key)
                 if head is None:
                     head = run
@@ -289,6 +321,7 @@ class SchedulingPass:
                 sch.counters["backfilled"] += 1
                 if backfill_mode == "extra":
                     reservation.extra -= run.gpus
+        sch.reasons, sch.partition_reasons = reasons, part_reasons
         if self.stopped_at is not None:
             frag |= sch.frag_models  # what the last cycle saw behind the head still holds
         if not np.array_equal(frag, sch.frag_models):

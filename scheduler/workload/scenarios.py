@@ -11,6 +11,11 @@
   1T dense job has the shape of Megatron-LM's 1T GPT (:data:`MEGATRON_1T`); the 600B one, of
   which no published dense shape was found, the generator's size rule
   (:func:`~scheduler.workload.generator.llm_shape`).
+* ``noc-4k``: the default live twin, busy on purpose: three training tenants (small, mid-size
+  and 1,024-2,048-GPU jobs) whose arrivals offer a little more work than the fleet holds, so a
+  queue stands, and an inference tenant of diurnal services with bursts.  Job sizes and the
+  heavy tail of durations follow the ``hyperscale-100k`` mix; the rates are chosen (not
+  published) for the load, and ``bench/noc_preset.py`` prints the allocation they give.
 * ``mixed-vendor``: jobs that accept some vendors and not others, and burstable jobs.
 """
 
@@ -53,6 +58,11 @@ LLAMA3_405B = Transformer(layers=126, hidden=16384, seq_len=8192, heads=128, kv_
 """Llama 3 405B: 126 layers, width 16,384, MLP 53,248, 128 attention heads, 8 key/value heads,
 vocabulary 128,256 ("The Llama 3 Herd of Models", Meta 2024, Table 3); 8,192-token sequences
 in the main pre-training stage (Table 4)."""
+
+LLAMA3_70B = Transformer(layers=80, hidden=8192, seq_len=8192, heads=64, kv_heads=8,
+                         ffn=28672, vocab=128256)
+"""Llama 3 70B: 80 layers, width 8,192, MLP 28,672, 64 attention heads, 8 key/value heads
+("The Llama 3 Herd of Models", Meta 2024, Table 3), on 8,192-token sequences as the 405B."""
 
 LLAMA3_BATCH_TOKENS = 16 * 2 ** 20
 """Global batch of Llama 3 405B's 8K stage, tokens: 16M at 8,192 and 16,384 GPUs (Table 4)."""
@@ -122,7 +132,7 @@ def _mix(name: str, f: float, max_gpus: int) -> Mix:
                    (Tenant("research", 0, 2.0), Tenant("product", 0, 1.0))).scaled(f, max_gpus)
     if name == "superpod-h100":
         return Mix((JobClass("small", 220, (1, 2, 4, 8), 2.0, tenants=r[:3]),
-                    JobClass("mid", 14, (16, 32, 64, 128), 8.0, 1.0, tenants=r[:3]),
+                    JobClass("mid", 10.5, (16, 32, 64, 128), 8.0, 1.0, tenants=r[:3]),
                     JobClass("large", 1.2, (256, 512), 24.0, 0.6, max_hours=96, tenants=r[:1],
                              priority=10)),
                    (Tenant("research", 0, 2.0), Tenant("product", 0, 1.0),
@@ -134,6 +144,12 @@ def _mix(name: str, f: float, max_gpus: int) -> Mix:
                     JobClass("large", 2.2, (2048, 4096, 8192), 48.0, 0.6, max_hours=240,
                              tenants=r[:2], size_alpha=0.3, priority=20)),
                    tuple(Tenant(t, 0, w) for t, w in zip(r, (3.0, 2.0, 1.0, 1.0),
+                                                         strict=True))).scaled(f, max_gpus)
+    if name == "noc-4k":
+        return Mix((JobClass("small", 625, (1, 2, 4, 8, 16, 32), 6.0, tenants=r[:3]),
+                    JobClass("mid", 14, (64, 128, 256, 512), 8.0, 1.0, tenants=r[:3],
+                             size_alpha=0.5, priority=5, burstable_fraction=0.1)),
+                   tuple(Tenant(t, 0, w) for t, w in zip(r[:3], (3.0, 2.0, 1.0),
                                                          strict=True))).scaled(f, max_gpus)
     if name == "mixed-vendor":
         cuda = NVIDIA
@@ -179,6 +195,12 @@ def scenario_workload(preset: str, plan: ClusterPlan, *, days: float,
         jobs.append(frontier_job(1, "frontier-moe", min(h200, nodes_of(16384 * scale)),
                                  params_b=600.0, tokens=20e12, tenant="product",
                                  requirement=Requirement(models=("H200-SXM",)), priority=60))
+    elif preset == "noc-4k":
+        # a 70B dense run on a quarter of the fleet for the whole period: Llama 3 70B's shape
+        # and 15T tokens ("The Llama 3 Herd of Models", Meta 2024, Table 3 and sec. 3.1)
+        jobs.append(frontier_job(0, "pretrain-70b", min(total // 2, nodes_of(1024 * scale)),
+                                 params_b=70.0, tokens=15e12, tenant="research",
+                                 transformer=LLAMA3_70B, priority=60))
     mix = _mix(preset, scale * load, total)
     jobs.extend(generate(mix, days=days, rng=rng, first_id=len(jobs)))
     if preset == "dev-small":
@@ -189,6 +211,8 @@ def scenario_workload(preset: str, plan: ClusterPlan, *, days: float,
         services = _services(24, 12000 * scale, days, rng, gpus_per_replica=(8, 4, 2, 8))
     elif preset == "mixed-vendor":
         services = _services(2, 64 * scale, days, rng)
+    elif preset == "noc-4k":
+        services = _services(6, 480 * scale, days, rng, gpus_per_replica=(8, 4, 2))
     return Workload(jobs=tuple(jobs), services=services, tenants=mix.tenants,
                     source=f"preset:{preset}")
 

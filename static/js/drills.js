@@ -5,12 +5,26 @@
 
   var P = window.TwinPanels;
   var kindParams = JSON.parse(document.getElementById("kind-params").textContent);
+  var kindBounds = JSON.parse(document.getElementById("kind-bounds").textContent);
   var kind = document.getElementById("id_kind");
 
+  /* The chosen kind's bounds (the engine's table) on each of its fields: min, max, step and
+   * the help text. */
   function showParams() {
     var takes = kindParams[kind.value] || [];
+    var bounds = kindBounds[kind.value] || {};
     document.querySelectorAll("[data-param]").forEach(function (field) {
-      field.hidden = takes.indexOf(field.dataset.param) < 0;
+      var name = field.dataset.param;
+      field.hidden = takes.indexOf(name) < 0;
+      var b = bounds[name];
+      var input = field.querySelector("input");
+      if (input) input.disabled = field.hidden;  // a hidden field is not sent with the drill
+      if (!b || !input) return;
+      input.min = b.min;
+      input.max = b.max;
+      input.step = b.step;
+      var help = field.querySelector(".help");
+      if (help) help.textContent = b.help;
     });
   }
   kind.addEventListener("change", showParams);
@@ -44,14 +58,32 @@
     fetch("/api/drills?limit=50", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(new Error(r.status)); })
       .then(function (body) {
+        var was = pending;
         pending = body.drills.some(function (d) { return d.status === "pending"; });
+        if (was && !pending) {  // settled: the server draws the End buttons of drills now applied
+          redrawRows();
+          return;
+        }
         P.fillTable("drill-rows", body.drills.map(function (d) {
+          var ended = (d.outcome || {}).ended;
           return [d.id, d.requested_by || "–", d.requested_at.slice(0, 19).replace("T", " "), d.kind,
                   targetText(d), d.status,
-                  d.applied_at_sim === null ? "–" : P.fmt(d.applied_at_sim) + " s", outcomeText(d)];
+                  d.applied_at_sim === null ? "–" : P.fmt(d.applied_at_sim) + " s", outcomeText(d),
+                  ended ? "ended by " + (ended.by || "an operator") : "–"];
         }), "No drills yet.");
       })
       .catch(function (err) { console.warn("drills refresh failed", err); });
   }
+  /* The list as the server renders it (with its End forms), swapped in without a reload. */
+  function redrawRows() {
+    fetch("/drills/", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error(r.status)); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("drill-rows");
+        if (fresh) document.getElementById("drill-rows").innerHTML = fresh.innerHTML;
+      })
+      .catch(function (err) { console.warn("drills redraw failed", err); });
+  }
+
   setInterval(function () { if (pending) refresh(); }, 2000);
 })();

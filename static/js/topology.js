@@ -1,19 +1,78 @@
-/* Topology: link utilisation by tier and the rack floor (status, power, temperature), redrawn
- * whole with Plotly.react on every frame; clicking a rack cell lists that rack's nodes. */
+/* Topology: link utilisation by tier and the rack floor (status, power against each rack's
+ * budget, outlet temperature), redrawn whole with Plotly.react on every frame.  Axes carry
+ * switch, hall and rack names (ids in the frame, names from the page); colour scales are the
+ * frame's fixed ones; merged cells show their hottest member.  Clicking a link cell zooms to
+ * its switches at full resolution (/api/heatmap), clicking a rack cell lists that rack's nodes,
+ * and the zoom form cuts out one pod, block of switches or hall. */
 (function () {
   "use strict";
 
   var P = window.TwinPanels;
   var rackMap = JSON.parse(document.getElementById("rack-map").textContent);
+  var names = JSON.parse(document.getElementById("heatmap-names").textContent);
   var links = document.getElementById("link-heatmaps");
+  var MAX_TICKS = 24;
+  var OUT_MARKER = { symbol: "x", color: "#ff2d55", size: 9, line: { width: 2 } };
   var RACK_PLOTS = {
-    status: { id: "rack-status", colorscale: [[0, "#1f7a4d"], [0.5, "#e0a800"], [1, "#c0392b"]],
-              zmin: 0, zmax: 1, unit: "share out" },
-    // Plotly's YlOrRd runs dark red to yellow: reversed, the hottest racks are red
-    power_kw: { id: "rack-power", colorscale: "YlOrRd", reversescale: true, unit: "kW" },
-    outlet_c: { id: "rack-temp", colorscale: "RdBu", unit: "°C" },
+    status: { id: "rack-status", colorscale: [[0, "#1f7a4d"], [0.5, "#e0a800"], [1, "#c0392b"]] },
+    // Plotly's YlOrRd runs dark red to yellow: reversed, the racks nearest their budget are red
+    power_share: { id: "rack-power", colorscale: "YlOrRd", reversescale: true, percent: true },
+    outlet_c: { id: "rack-temp", colorscale: "RdBu" },  // Plotly's RdBu: blue cool, red hot
   };
   var lastRackFrames = {};
+  var lastLinkFrames = [];
+
+  function switchName(id) { return names.switches[id] || "switch " + id; }
+
+  function span(a, b, name) { return a === b ? name(a) : name(a) + "…" + name(b); }
+
+  // the name of a heatmap's row i: switches (link tiers), groups (global) or hall rows (racks)
+  function rowName(heatmap, i) {
+    var run = (heatmap.rows || [])[i];
+    if (!run) return String(i);
+    if (heatmap.rows_per_hall) {
+      return span(run[0], run[1], function (r) {
+        var hall = Math.floor(r / heatmap.rows_per_hall);
+        return (names.halls[hall] || "hall " + hall) + " row " + (r % heatmap.rows_per_hall);
+      });
+    }
+    if (heatmap.y === "group") return span(run[0], run[1], function (g) { return "group " + g; });
+    return span(run[0], run[1], switchName);
+  }
+
+  function colName(heatmap, j) {
+    var cb = heatmap.cols_per_cell || 1;
+    var label = heatmap.x === "uplink" ? "uplink " : heatmap.x === "group" ? "group " : "position ";
+    var first = j * cb + (heatmap.x === "uplink" ? 1 : 0);
+    return cb > 1 ? label + first + "–" + (first + cb - 1) : label + first;
+  }
+
+  // the racks whose floor position falls in cell (cy, cx), by id
+  function racksInCell(heatmap, cy, cx) {
+    var rb = heatmap.rows_per_cell || 1;
+    var cb = heatmap.cols_per_cell || 1;
+    var ids = [];
+    rackMap.racks.forEach(function (yx, id) {
+      if (Math.floor(yx[0] / rb) === cy && Math.floor(yx[1] / cb) === cx) ids.push(id);
+    });
+    return ids;
+  }
+
+  function rackCellNames(heatmap) {
+    var rb = heatmap.rows_per_cell || 1;
+    var cb = heatmap.cols_per_cell || 1;
+    var cells = {};
+    rackMap.racks.forEach(function (yx, id) {
+      var key = Math.floor(yx[0] / rb) + "," + Math.floor(yx[1] / cb);
+      (cells[key] = cells[key] || []).push(names.racks[id] || "rack " + id);
+    });
+    return heatmap.z.map(function (row, y) {
+      return row.map(function (v, x) {
+        var here = cells[y + "," + x];
+        return here ? (here.length > 1 ? here[0] + "…" + here[here.length - 1] : here[0]) : "";
+      });
+    });
+  }
 
   function withGaps(heatmap) {
     // empty floor positions are marked with heatmap.empty; null leaves a gap in the plot
@@ -22,36 +81,72 @@
     });
   }
 
-  function heatmapTrace(heatmap, style) {
+  function valueFormat(scale, percent) {
+    return percent || scale.unit === "%" ? "%{z:.1%}" : "%{z:.3g} " + (scale.unit || "");
+  }
+
+  function heatmapTrace(heatmap, style, text) {
+    var scale = heatmap.scale || {};
+    var percent = style.percent || scale.unit === "%";
+    var bar = { title: { text: scale.title || "" } };
+    if (percent) bar.tickformat = ".0%";
     return Object.assign({
-      type: "heatmap", z: withGaps(heatmap), colorbar: { title: { text: style.unit || "" } },
-      hovertemplate: heatmap.x + " %{x}, " + heatmap.y + " %{y}: %{z:.3g}<extra></extra>",
+      type: "heatmap", z: withGaps(heatmap), text: text, colorbar: bar,
+      zmin: scale.zmin, zmax: scale.zmax, zauto: false,
+      hovertemplate: "%{text}: " + valueFormat(scale, percent) + "<extra></extra>",
     }, style.colorscale ? { colorscale: style.colorscale } : {},
-    style.zmin !== undefined ? { zmin: style.zmin, zmax: style.zmax } : {},
     style.reversescale ? { reversescale: true } : {});
   }
 
-  function integerAxis(title, cells) {
-    // cell indices: whole-number ticks, about ten of them
-    return { title: { text: title }, tickmode: "linear", tick0: 0,
-             dtick: Math.max(1, Math.ceil(cells / 10)), showgrid: false };
-  }
-
-  function heatmapLayout(heatmap) {
-    var note = heatmap.rows_per_cell > 1 || heatmap.cols_per_cell > 1 ?
-      " (cells average " + heatmap.rows_per_cell + "×" + heatmap.cols_per_cell + ")" : "";
-    var rows = heatmap.z.length;
-    var cols = rows ? heatmap.z[0].length : 0;
-    var yaxis = integerAxis(heatmap.y, rows);
-    yaxis.autorange = "reversed";
-    return P.layout({
-      title: { text: heatmap.title + note, font: { size: 13 } },
-      xaxis: integerAxis(heatmap.x, cols), yaxis: yaxis,
-      height: Math.min(520, 160 + 40 * rows),
+  function cellText(heatmap, racks) {
+    var rackNames = racks ? rackCellNames(heatmap) : null;
+    return heatmap.z.map(function (row, y) {
+      var rname = rowName(heatmap, y);
+      return row.map(function (v, x) {
+        return rackNames ? (rackNames[y][x] || "no rack") + " (" + rname + ")" :
+          rname + ", " + colName(heatmap, x);
+      });
     });
   }
 
+  // names on an axis: at most MAX_TICKS of them, evenly spaced
+  function namedAxis(title, count, nameOf) {
+    var step = Math.max(1, Math.ceil(count / MAX_TICKS));
+    var vals = [];
+    for (var i = 0; i < count; i += step) vals.push(i);
+    return { title: { text: title }, tickmode: "array", tickvals: vals,
+             ticktext: vals.map(nameOf), showgrid: false, automargin: true };
+  }
+
+  function heatmapLayout(heatmap) {
+    var merged = heatmap.rows_per_cell > 1 || heatmap.cols_per_cell > 1;
+    var note = merged ? " (each cell: the highest of " + heatmap.rows_per_cell + "×" +
+      heatmap.cols_per_cell + ")" : "";
+    var rows = heatmap.z.length;
+    var cols = rows ? heatmap.z[0].length : 0;
+    var yaxis = namedAxis(heatmap.y, rows, function (i) { return rowName(heatmap, i); });
+    yaxis.autorange = "reversed";
+    return P.layout({
+      title: { text: heatmap.title + note, font: { size: 13 } },
+      xaxis: namedAxis(heatmap.x, cols, function (j) { return colName(heatmap, j).replace(/^\D+/, ""); }),
+      yaxis: yaxis, height: Math.min(560, 180 + 14 * rows),
+      margin: { l: 60, r: 20, t: 40, b: 50 },
+    });
+  }
+
+  function outMarkers(matrix, label) {
+    var xs = [], ys = [], text = [];
+    (matrix || []).forEach(function (row, y) {
+      row.forEach(function (share, x) {
+        if (share > 0) { xs.push(x); ys.push(y); text.push(label(share)); }
+      });
+    });
+    return { type: "scatter", mode: "markers", x: xs, y: ys, text: text, name: "out",
+             hovertemplate: "%{text}<extra>out</extra>", marker: OUT_MARKER, showlegend: false };
+  }
+
   function drawLinks(list) {
+    lastLinkFrames = list;
     P.setText("links-empty", list.length ? "" : "No link load yet: no running job spans more than one leaf switch.");
     list.forEach(function (heatmap, i) {
       var id = "link-heatmap-" + i;
@@ -62,23 +157,20 @@
         div.className = "chart heatmap";
         links.appendChild(div);
       }
-      var traces = [heatmapTrace(heatmap, { colorscale: "Viridis", zmin: 0, zmax: 1,
-                                            unit: "utilisation" })];
+      var traces = [heatmapTrace(heatmap, { colorscale: "Viridis" }, cellText(heatmap, false))];
       var layout = heatmapLayout(heatmap);
       if (heatmap.links_down) {
-        // failed links (or links of a failed switch): a red cross on every cell holding one
-        var xs = [], ys = [], text = [];
-        (heatmap.down || []).forEach(function (row, y) {
-          row.forEach(function (share, x) {
-            if (share > 0) { xs.push(x); ys.push(y); text.push(Math.round(share * 100) + "% of links out"); }
-          });
-        });
-        traces.push({ type: "scatter", mode: "markers", x: xs, y: ys, text: text,
-                      name: "link out", hovertemplate: "%{text}<extra>link out</extra>",
-                      marker: { symbol: "x", color: "#d62728", size: 9, line: { width: 2 } } });
+        // failed links (or links of a failed switch): a cross on every cell holding one
+        traces.push(outMarkers(heatmap.down, function (share) {
+          return Math.round(share * 100) + "% of links out";
+        }));
         layout.title.text += " — " + heatmap.links_down + " link(s) out";
       }
       Plotly.react(div, traces, layout, P.plotConfig);
+      if (!div.dataset.clickable) {
+        div.dataset.clickable = "1";
+        div.on("plotly_click", function (event) { linkClicked(i, event.points[0]); });
+      }
     });
   }
 
@@ -90,7 +182,22 @@
       P.setText(style.id + "-note", heatmap ? "" : "Not in the live frame (needs the power model).");
       if (!heatmap) return;
       lastRackFrames[key] = heatmap;
-      Plotly.react(div, [heatmapTrace(heatmap, style)], heatmapLayout(heatmap), P.plotConfig);
+      var text = cellText(heatmap, true);
+      if (key === "power_share" && racks.power_kw) {
+        text = text.map(function (row, y) {
+          return row.map(function (t, x) {
+            return t + ", " + P.fmt(racks.power_kw.z[y][x], 1) + " kW";
+          });
+        });
+      }
+      var traces = [heatmapTrace(heatmap, style, text)];
+      if (key !== "status" && racks.status) {
+        // racks with nodes down or drained: crossed on the power and temperature floors too
+        traces.push(outMarkers(racks.status.z, function (share) {
+          return Math.round(share * 100) + "% of nodes out";
+        }));
+      }
+      Plotly.react(div, traces, heatmapLayout(heatmap), P.plotConfig);
       if (!div.dataset.clickable) {
         div.dataset.clickable = "1";
         div.on("plotly_click", function (event) { rackClicked(key, event.points[0]); });
@@ -107,16 +214,6 @@
       return { type: "bar", name: key.replace("_gb_s", ""), x: x,
                y: tiers.map(function (t) { return t[key]; }) };
     }), P.layout({ barmode: "group", yaxis: { title: { text: "GB/s" } } }), P.plotConfig);
-  }
-
-  function racksInCell(heatmap, cy, cx) {
-    var rb = heatmap.rows_per_cell || 1;
-    var cb = heatmap.cols_per_cell || 1;
-    var ids = [];
-    rackMap.racks.forEach(function (yx, id) {
-      if (Math.floor(yx[0] / rb) === cy && Math.floor(yx[1] / cb) === cx) ids.push(id);
-    });
-    return ids;
   }
 
   function rackClicked(key, pt) {
@@ -145,7 +242,7 @@
     var live = rack.live || {};
     P.setText("rack-live", "status " + P.fmt(live.status, 2) + " out · " + P.fmt(live.power_kw, 1) +
               " kW of " + P.fmt(rack.power_capacity_kw, 0) + " · outlet " + P.fmt(live.outlet_c, 1) +
-              " °C" + (racksInThisCell > 1 ? " · this cell averages " + racksInThisCell + " racks" : ""));
+              " °C" + (racksInThisCell > 1 ? " · this cell shows the highest of " + racksInThisCell + " racks" : ""));
     // live status is the engine's; the inventory's (operator-set) status stands beside it
     P.fillTable("rack-nodes", rack.nodes.map(function (n) {
       return [n.hostname, n.slot, n.model, n.gpus, n.live_status || "unknown",
@@ -166,12 +263,108 @@
     if (drill) drill.href = "/drills/?kind=rack_power&target=" + rack.id;
   }
 
+  // ----------------------------------------------------------------- zoom
+  var zoomForm = document.getElementById("zoom-form");
+  var zoomTier = document.getElementById("zoom-tier");
+  var zoomDiv = document.getElementById("zoom-chart");
+  var RACK_ZOOMS = { status: "rack status", power_share: "rack power", outlet_c: "rack outlet temperature" };
+
+  function zoomTiers() {
+    var wanted = lastLinkFrames.filter(function (h) { return h.tier; })
+      .map(function (h) { return [h.tier, h.tier + " links (by pod)"]; })
+      .concat(Object.keys(RACK_ZOOMS).map(function (k) { return [k, RACK_ZOOMS[k] + " (by hall)"]; }));
+    var have = Array.prototype.map.call(zoomTier.options, function (o) { return o.value; });
+    if (have.join() === wanted.map(function (w) { return w[0]; }).join()) return;
+    var chosen = zoomTier.value;
+    zoomTier.replaceChildren.apply(zoomTier, wanted.map(function (w) {
+      var o = document.createElement("option");
+      o.value = w[0];
+      o.textContent = w[1];
+      return o;
+    }));
+    if (chosen) zoomTier.value = chosen;
+    zoomWhereLabel();
+  }
+
+  function zoomWhereLabel() {
+    P.setText("zoom-where-label", RACK_ZOOMS[zoomTier.value] ? "hall" : "pod");
+  }
+
+  function zoomLoad(query) {
+    P.setText("zoom-status", "Loading…");
+    fetch("/api/heatmap?" + query, { credentials: "same-origin" })
+      .then(function (r) { return r.json().then(function (body) { return [r.ok, body]; }); })
+      .then(function (result) {
+        if (!result[0]) throw new Error(result[1].error || "request failed");
+        zoomDraw(result[1]);
+      })
+      .catch(function (err) { P.setText("zoom-status", err.message); });
+  }
+
+  function zoomDraw(body) {
+    var isLinks = !!body.down;
+    var rows = body.z.length;
+    var cols = rows ? body.z[0].length : 0;
+    var text = isLinks ? body.z.map(function (row, y) {
+      return row.map(function (v, x) { return body.names[y] + ", uplink " + (x + 1); });
+    }) : body.names.map(function (row, y) {
+      return row.map(function (n) { return (n || "no rack") + " (row " + y + ")"; });
+    });
+    if (body.kw) {
+      text = text.map(function (row, y) {
+        return row.map(function (t, x) { return t + ", " + P.fmt(body.kw[y][x], 1) + " kW"; });
+      });
+    }
+    var style = isLinks ? { colorscale: "Viridis" } : RACK_PLOTS[body.tier];
+    var traces = [heatmapTrace({ z: body.z, scale: body.scale }, style, text)];
+    if (isLinks && body.links_down) {
+      traces.push(outMarkers(body.down, function () { return "link out"; }));
+    }
+    var yaxis = namedAxis(isLinks ? "switch" : "row", rows, function (i) {
+      return isLinks ? body.names[i] : "row " + i;
+    });
+    yaxis.autorange = "reversed";
+    var title = body.title + (body.hall ? " (" + body.hall + ")" : "") +
+      (isLinks && body.links_down ? " — " + body.links_down + " link(s) out" : "");
+    Plotly.react(zoomDiv, traces, P.layout({
+      title: { text: title, font: { size: 13 } }, yaxis: yaxis,
+      xaxis: namedAxis(isLinks ? "uplink" : "rack in row", cols, function (j) {
+        return String(isLinks ? j + 1 : j);
+      }),
+      height: Math.min(900, 200 + 16 * rows), margin: { l: 60, r: 20, t: 40, b: 50 },
+    }), P.plotConfig);
+    P.setText("zoom-status", "Every " + (isLinks ? "link" : "rack") + " of the cut, unmerged, at t = " +
+              P.simTime(body.t) + ".");
+  }
+
+  function linkClicked(i, pt) {
+    var heatmap = lastLinkFrames[i];
+    var run = heatmap && heatmap.rows && heatmap.rows[pt.y];
+    if (!heatmap || !heatmap.tier || !run) return;
+    zoomTier.value = heatmap.tier;
+    zoomWhereLabel();
+    zoomLoad("tier=" + encodeURIComponent(heatmap.tier) + "&first=" + run[0] + "&last=" + run[1]);
+  }
+
+  zoomTier.addEventListener("change", zoomWhereLabel);
+  zoomForm.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var where = document.getElementById("zoom-where").value.trim();
+    if (!/^[0-9]{1,9}$/.test(where)) {
+      P.setText("zoom-status", "Give a pod or hall number (0, 1, 2 …).");
+      return;
+    }
+    var key = RACK_ZOOMS[zoomTier.value] ? "hall" : "pod";
+    zoomLoad("tier=" + encodeURIComponent(zoomTier.value) + "&" + key + "=" + where);
+  });
+
   var asked = new URLSearchParams(window.location.search).get("rack");
   if (asked !== null && /^[0-9]{1,9}$/.test(asked)) loadRack(asked, 1);
 
   TwinLive.on("data", function (msg) {
     var heatmaps = msg.heatmaps || {};
     drawLinks(heatmaps.links || []);
+    zoomTiers();
     drawRacks(heatmaps.racks || {});
     drawStorage(heatmaps.storage);
   });

@@ -23,6 +23,11 @@
     return "day " + days + ", " + hours.toFixed(1) + " h";
   }
 
+  // a window's length in simulated time: "45 min", "1.0 h"
+  function span(seconds) {
+    return seconds < 3600 ? Math.round(seconds / 60) + " min" : (seconds / 3600).toFixed(1) + " h";
+  }
+
   function setText(id, text) {
     var el = document.getElementById(id);
     if (el && el.textContent !== text) el.textContent = text;
@@ -41,6 +46,8 @@
     setText("jobs-running", fmt(jobs.running));
     setText("interruptions", fmt((inter.unplanned || 0) + (inter.planned || 0)));
     setText("mfu", pct(msg.mfu, 2));
+    setText("mfu-window", pct(msg.mfu_window, 2));
+    if (msg.mfu_window_s !== undefined) setText("mfu-window-label", "MFU last " + span(msg.mfu_window_s));
     setText("goodput", pct(msg.goodput, 2));
     var power = msg.power;
     var inference = msg.inference || {};

@@ -57,10 +57,12 @@ def test_rack_to_node_to_gpu_to_job_to_tenant_and_back(server, page):
         page.goto(f"{server}/topology/?rack={rack}")  # the rack, as search and pages link it
         page.click(f"#rack-nodes a[href='/nodes/{node}/']")
         page.wait_for_url(f"{server}/nodes/{node}/")
-        link = page.locator(f"#gpu-0 a.gpu-job:text-is('{job['name']}')")
+        # a GPU's row -> the job holding that GPU (a gang may hold only part of the node)
+        link = page.locator(f"#node-gpus a.gpu-job:text-is('{job['name']}')")
         if link.count() == 0:
             continue  # it ended between the API and the node page
-        link.click()  # a GPU's row -> its job
+        gpu = link.first.locator("xpath=ancestor::tr").get_attribute("id")  # "gpu-<index>"
+        link.first.click()
         page.wait_for_url(f"{server}/jobs/{job['name']}/")
         if page.locator(f"#job-nodes a[href='/nodes/{node}/']").count() == 1:
             break
@@ -71,6 +73,11 @@ def test_rack_to_node_to_gpu_to_job_to_tenant_and_back(server, page):
     page.wait_for_function("() => document.getElementById('tenant-history-note')"
                            ".textContent.startsWith('GPU-hours so far')", timeout=30_000)
     assert page.locator(f"#tenant-running a:text-is('{job['name']}')").count() == 1
+    page.go_back()
+    page.wait_for_url(f"{server}/jobs/{job['name']}/")
+    page.click(f"#job-gpus a[href='/nodes/{node}/#{gpu}']")  # job -> the same GPU
+    page.wait_for_url(f"{server}/nodes/{node}/#{gpu}")
+    assert page.locator(f"#{gpu} a.gpu-job:text-is('{job['name']}')").count() == 1
     page.go_back()
     page.wait_for_url(f"{server}/jobs/{job['name']}/")
     page.click(f"#job-nodes a[href='/nodes/{node}/']")  # job -> node

@@ -13,11 +13,20 @@ from scheduler.workload.jobs import Workload
 from tests.core.factories import job, run_engine, small_plan, workload
 
 
-def test_downsampling_keeps_the_mean_and_the_cell_budget():
+def test_downsampling_keeps_each_blocks_maximum_within_the_cell_budget():
     z = np.random.default_rng(0).uniform(size=(3192, 32))
     small, rb, cb = downsample(z, max_cells=2048)
-    assert small.size <= 2048 and rb > 1
-    assert abs(small[: z.shape[0] // rb].mean() - z[: (z.shape[0] // rb) * rb].mean()) < 1e-9
+    assert small.size <= 2048 and rb > 1 and cb == 1
+    blocks = z[: (z.shape[0] // rb) * rb].reshape(-1, rb, 32).max(axis=1)
+    assert np.array_equal(small[: z.shape[0] // rb], blocks)
+    assert small.max() == z.max()
+
+
+def test_downsampling_by_mean_gives_shares():
+    dead = np.zeros((100, 4))
+    dead[0, 0] = 1.0
+    small, rb, _ = downsample(dead, max_cells=100, how="mean")
+    assert rb == 4 and small[0, 0] == 0.25 and small.sum() == 0.25
 
 
 def test_link_heatmap_puts_each_uplink_in_its_leaf_row():

@@ -1,6 +1,7 @@
 """A study spec is checked whole before any run: every mistake is one line naming the line."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,10 @@ def test_an_arms_key_changes_with_its_scenario_and_seed():
     spec = load_spec_text(GOOD)
     a, b = spec.arms
     assert a.key(0) != b.key(0) and a.key(0) != a.key(1) and a.key(0) == a.key(0)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "docs" /
+                                         "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_documented_example_specs_are_valid(path):
+    spec = load_spec(path)
+    assert len(spec.arms) >= 2 and len(spec.seeds) >= 2
