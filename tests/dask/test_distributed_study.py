@@ -43,7 +43,8 @@ def _wait_for(path: Path, what: str, timeout: float = 60.0) -> dict:
 def dask_cluster(tmp_path):
     """A ``dask scheduler`` and one ``dask worker`` (two processes), as an operator starts them."""
     sched_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    # the documented worker configuration (docs/studies.md): glibc's default memory trimming
+    env = {**os.environ, "DASK_CONFIG": str(ROOT / "docs" / "examples" / "dask")}
     procs = []
     try:
         procs.append(subprocess.Popen(
@@ -86,6 +87,10 @@ def test_runs_go_to_the_separate_worker_processes_and_match_a_serial_run(dask_cl
     timing = json.loads((tmp_path / "dist" / "timing.json").read_text())
     pids = {int(t["worker"].rsplit(":", 1)[1]) for t in timing["runs"]}
     assert pids and pids <= worker_tree
+    from distributed import Client
+    with Client(address, timeout=30) as c:  # the documented configuration reached the workers
+        assert c.submit(os.environ.get, "MALLOC_TRIM_THRESHOLD_", "unset",
+                        pure=False).result() == "unset"
 
     r = subprocess.run([sys.executable, "manage.py", "study", "run", str(spec), "--out",
                         str(tmp_path / "serial"), "--serial"], cwd=ROOT, env=env,
