@@ -4,7 +4,9 @@
   "use strict";
 
   var MAX_POINTS = 5000;  // what /api/history serves at most per series
-  var HISTORY = ["fleet.allocated_pct", "fleet.mfu_pct", "fleet.goodput_pct"];
+  var HISTORY = ["fleet.allocated_pct", "fleet.mfu_pct", "fleet.mfu_window_pct",
+                 "fleet.goodput_pct"];
+  var NAMES = ["GPUs allocated %", "MFU since start %", "MFU last hour %", "goodput %"];
   var range = document.getElementById("series-range");
   var P = window.TwinPanels;
   var series = document.getElementById("series-chart");
@@ -14,14 +16,15 @@
   function point(msg) {
     var util = msg.util || {};
     var allocated = util.gpus ? 100 * util.allocated / util.gpus : null;
-    return [allocated, 100 * (msg.mfu || 0), 100 * (msg.goodput || 0)];
+    var windowed = msg.mfu_window === null || msg.mfu_window === undefined ? null
+      : 100 * msg.mfu_window;
+    return [allocated, 100 * (msg.mfu || 0), windowed, 100 * (msg.goodput || 0)];
   }
 
   function seriesReset(msg) {
     var hours = msg.t / 3600;
     var y = point(msg);
-    var names = ["GPUs allocated %", "MFU %", "goodput %"];
-    Plotly.react(series, names.map(function (name, i) {
+    Plotly.react(series, NAMES.map(function (name, i) {
       return { x: [hours], y: [y[i]], name: name, mode: "lines", type: "scatter" };
     }), P.layout({
       xaxis: { title: { text: "simulated time, h" } },
@@ -45,10 +48,9 @@
         if (status) status.textContent = "no history yet";
         return;
       }
-      var names = ["GPUs allocated %", "MFU %", "goodput %"];
       Plotly.react(series, answers.map(function (a, i) {
         return { x: a ? a.t.map(function (t) { return t / 3600; }) : [], y: a ? a.v : [],
-                 name: names[i], mode: "lines", type: "scatter" };
+                 name: NAMES[i], mode: "lines", type: "scatter" };
       }), P.layout({
         xaxis: { title: { text: "simulated time, h" } },
         yaxis: { title: { text: "%" }, rangemode: "tozero" },
@@ -76,8 +78,9 @@
     } else if (msg.t > lastT) {
       var hours = msg.t / 3600;
       var y = point(msg);
-      Plotly.extendTraces(series, { x: [[hours], [hours], [hours]], y: [[y[0]], [y[1]], [y[2]]] },
-                          [0, 1, 2], MAX_POINTS);
+      Plotly.extendTraces(series, { x: [[hours], [hours], [hours], [hours]],
+                                    y: [[y[0]], [y[1]], [y[2]], [y[3]]] },
+                          [0, 1, 2, 3], MAX_POINTS);
       rangeFollow(hours);
     }
     lastT = msg.t;

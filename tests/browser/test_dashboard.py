@@ -28,7 +28,10 @@ def test_operator_sees_the_twin_move_and_no_drills(server, page):
              (document.getElementById('gpus-allocated').textContent !== before['gpus-allocated']
               || document.getElementById('mfu').textContent !== before['mfu'])""",
         arg=before, timeout=20_000)
-    assert page.locator("#series-chart .scatterlayer .trace").count() == 3
+    assert page.locator("#series-chart .scatterlayer .trace").count() == 4
+    names = page.evaluate("() => document.getElementById('series-chart').data.map(d => d.name)")
+    assert names == ["GPUs allocated %", "MFU since start %", "MFU last hour %", "goodput %"]
+    assert page.inner_text("#mfu-window") not in ("", "–")  # the windowed MFU counter
     assert page.locator("#mfu-waterfall .waterfalllayer .point").count() >= 2
     assert page.locator("#event-log li").count() >= 1  # events, or "No events yet."
     shot(page, "overview")
