@@ -53,9 +53,13 @@ bench: venv
 	$(BIN)/python -m bench.philly
 	$(BIN)/python -m bench.saturated
 	$(BIN)/python -m bench.websocket --clients 500
+	$(BIN)/python -m bench.noc_preset
+	$(BIN)/python -m bench.study
+	$(BIN)/python -m bench.first_paint
 
 # Mutation testing (mutmut, in a copy under mutants/; the sources are never modified):
-# about 1,000 mutants of placement, preemption, passes, tenants, policies and the ledger
+# about 1,300 mutants of placement, preemption, passes, tenants, policies, the ledger, the
+# study statistics and the staff job actions
 # against the fast core tests, about 7 min on 2 busy cores.  See docs/mutation.md.
 MUTATION_JOBS ?= 2
 .PHONY: mutation
