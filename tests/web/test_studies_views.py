@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from scheduler.simulate import Scenario
 from twin import models as m
 from twin.studies import store
 
+PROFILE_FILE = Path(__file__).resolve().parents[2] / "scheduler/reliability/profiles/rsc1.toml"
 WAIT_S = 300.0  # a ceiling for Dask workers on a loaded machine, never a measurement
 SPEC = """\
 name: policy
@@ -61,11 +63,21 @@ def test_staff_see_both_forms_and_everyone_the_nav_link(login, db):
     ({"spec": 3}, "spec must be text or an object"),
     ({"spec": SPEC, "extra": 1}, 'send {"spec"'),
     ({"spec": {"name": "x"}}, "base is missing"),
+    ({"spec": SPEC.replace("policy: fifo", f"failure_profile: {PROFILE_FILE}")},
+     "a failure profile file is read by the command line"),
 ])
 def test_a_bad_spec_gets_one_error_and_writes_nothing(login, db, body, message, study_dir):
     r = post_api(login("staff"), body)
     assert r.status_code == 400 and message in r.json()["error"]
     assert not m.Study.objects.exists() and not study_dir.exists()
+
+
+def test_the_web_reads_no_trace_file_of_the_server(login, db, study_dir, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("jobid,gpus\n")
+    r = post_api(login("staff"), {"spec": SPEC.replace("policy: fifo", f"trace: {trace}")})
+    assert r.status_code == 400 and "a trace file is read by the command line" in r.json()["error"]
+    assert not m.Study.objects.exists()
 
 
 def test_the_form_refuses_a_single_value_and_shows_why(login, db):

@@ -22,6 +22,7 @@ from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from scheduler.control.whatif import METRICS
+from scheduler.reliability.profiles import PROFILES
 from scheduler.study.figures import whatif_figures
 from scheduler.study.spec import SpecError, StudySpec, check_spec, load_spec_text
 from scheduler.study.summary import summarise_values
@@ -42,13 +43,23 @@ def can_start_study(user) -> bool:
 
 
 def spec_check(*, text: str | None = None, data: dict | None = None) -> StudySpec:
-    """A spec from its text (YAML or JSON) or a parsed dict; ``ValidationError`` else."""
+    """A spec from its text (YAML or JSON) or a parsed dict; ``ValidationError`` else.
+
+    Paths to files of the server (a ``trace``, a failure profile ``.toml``) are refused: the
+    web is not a way to read the server's files."""
     try:
-        if text is not None:
-            return load_spec_text(text, origin="spec")
-        return check_spec(data)
+        spec = load_spec_text(text, origin="spec") if text is not None else check_spec(data)
     except SpecError as exc:
         raise ValidationError(str(exc)) from None
+    for arm in spec.arms:  # the web never reads files of the server's by a path it was sent
+        if arm.options.get("trace") is not None:
+            raise ValidationError(f"arm {arm.name!r}: a trace file is read by the command line "
+                                  "(manage.py study run), not from the web")
+        if arm.options.get("failure_profile") not in PROFILES:
+            raise ValidationError(f"arm {arm.name!r}: a failure profile file is read by the "
+                                  "command line; on the web choose one of "
+                                  f"{', '.join(PROFILES)}")
+    return spec
 
 
 def _study_dir(pk: int) -> Path:
