@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from scheduler.control.job_actions import HELD_REASON, held_jobs
+from scheduler.control.job_actions import BY_MAX, HELD_REASON, held_jobs
 from scheduler.live import live_frame
 from tests.core.factories import HOUR, job, run_engine, service, small_plan, workload
 
@@ -222,3 +222,33 @@ def test_an_endable_drill_survives_a_snapshot():
     copy.command("end_drill", drill_id=11, by="alice")
     copy.run_until(copy.now)
     assert copy.state.node_up[2] and not e.state.node_up[2]
+
+
+def test_each_action_logs_its_kind_job_and_who_and_returns_the_jobs_new_state():
+    e = two_node_engine(job(gpus=16, hours=5, priority=9), job(gpus=8, hours=1, priority=7),
+                        job(gpus=8, hours=1, priority=3), until_h=0.5)
+    out = e.command("job_hold", job="j2", by="alice")
+    assert out == {"job": "j2", "state": "held", "priority": 3, "by": "alice"}
+    out = e.command("job_hold", job="j1", by="bob")
+    assert {k: e.events[-1][k] for k in ("kind", "job")} == {"kind": "hold", "job": "j1"}
+    # held jobs oldest submission first, each with its wait so far (0.5 h)
+    assert [(h["name"], h["wait_h"]) for h in held_jobs(e)] == [("j1", 0.5), ("j2", 0.5)]
+    e.command("job_release", job="j1", by="")
+    assert e.events[-1]["kind"] == "hold" and e.events[-1]["text"] == "j1 released by an operator"
+    out = e.command("job_priority", job="j1", priority=50, by="carol")
+    assert out["priority"] == 50 and e.events[-1]["kind"] == "priority"
+    assert e.events[-1]["text"] == "j1 priority 7 -> 50 by carol"
+    out = e.command("job_cancel", job="j2", by="dan")
+    assert out["state"] == "cancelled" and e.events[-1]["kind"] == "cancel"
+    assert e.events[-1]["job"] == "j2" and e.events[-1]["text"].endswith("by dan")
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"job": ""}, "job must be a job name"),
+    ({"job": "j1", "by": "x" * (BY_MAX + 1)}, "by must be a name"),
+])
+def test_an_empty_job_name_or_an_overlong_name_of_who_is_refused(params, message):
+    e = two_node_engine(job(gpus=16, hours=5), job(gpus=8, hours=1))
+    with pytest.raises(ValueError, match=message):
+        e.command("job_hold", **params)
+    e.command("job_hold", job="j1", by="x" * BY_MAX)  # at the bound: accepted

@@ -1,6 +1,7 @@
 """A study's intervals cover the truth as often as they say, and paired differences decide."""
 
 import numpy as np
+import pytest
 from scipy import stats as sps
 
 from scheduler.study.figures import Figure
@@ -70,3 +71,56 @@ def test_the_summary_compares_every_arm_with_the_baseline_on_every_figure():
     verdicts = {p["arm"]: p["figures"]["x"]["verdict"] for p in out["paired"]}
     assert verdicts == {"worse": "worse", "same": "not distinguishable"}
     assert abs(out["paired"][0]["figures"]["x"]["relative"] - 2.035 / 11.5) < 1e-9
+
+
+def test_the_interval_is_scipys_t_interval_of_the_mean():
+    """An independent implementation: scipy.stats.t.interval with the standard error."""
+    for x in ([1.0, 2.0], [3.0, 1.0, 4.0, 1.5, 9.0], list(np.linspace(0, 1, 12))):
+        i = mean_ci(x)
+        low, high = sps.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=sps.sem(x))
+        assert (i.n, i.low, i.high) == (len(x), pytest.approx(low), pytest.approx(high))
+        assert i.sd == pytest.approx(np.std(x, ddof=1))
+    assert mean_ci([]) == mean_ci([None]) and mean_ci([]).n == 0
+
+
+def test_a_difference_touching_zero_is_not_distinguishable_and_neutral_figures_read_lower():
+    from scheduler.study.stats import Interval
+
+    assert verdict(Interval(3, 1.0, 0.0, 2.0, 1.0), "higher") == "not distinguishable"
+    assert verdict(Interval(3, -1.0, -2.0, 0.0, 1.0), "lower") == "not distinguishable"
+    assert verdict(Interval(3, -1.0, -2.0, -0.5, 1.0), None) == "lower"
+    assert verdict(Interval(3, -1.0, -2.0, -0.5, 1.0), "lower") == "better"
+
+
+def test_the_summary_reads_as_documented():
+    figs = [Figure("x", "X", "h", "lower", lambda r: r["x"]),
+            Figure("z", "Z", "count", None, lambda r: r["z"])]
+    values = {("b", 0): {"x": 1.0, "z": 0.0}, ("b", 1): {"x": 3.0, "z": 0.0},
+              ("a", 0): {"x": 2.0, "z": 1.0}, ("a", 1): {"x": 4.0, "z": None}}
+    out = summarise_values([("b", {}), ("a", {"k": 1})], [0, 1], figs, values)
+    assert out["level"] == 0.95 and out["baseline"] == "b"
+    assert out["figures"] == [{"name": "x", "label": "X", "unit": "h", "better": "lower"},
+                              {"name": "z", "label": "Z", "unit": "count", "better": None}]
+    assert [(a["name"], a["changes"], a["runs"]) for a in out["arms"]] == [
+        ("b", {}, 2), ("a", {"k": 1}, 2)]
+    assert out["arms"][1]["figures"]["x"]["mean"] == 3.0
+    d = out["paired"][0]["figures"]
+    assert d["x"]["mean"] == 1.0 and d["x"]["relative"] == 0.5
+    assert d["z"]["n"] == 1 and d["z"]["relative"] is None  # baseline mean 0: no ratio
+    assert d["z"]["verdict"] == "too few seeds"
+
+
+def test_a_specs_summary_takes_its_arms_in_order_and_its_figures():
+    from scheduler.study.spec import check_spec
+    from scheduler.study.summary import summarise
+
+    spec = check_spec({"name": "s", "base": {"preset": "dev-small", "days": 1}, "seeds": 2,
+                       "baseline": "fifo", "figures": ["mfu"],
+                       "arms": [{"name": "default"}, {"name": "fifo",
+                                                      "set": {"policy": "fifo"}}]})
+    values = {(a, s): {"mfu": 0.1 * s + (0.05 if a == "default" else 0.0)}
+              for a in ("default", "fifo") for s in (0, 1)}
+    out = summarise(spec, values)
+    assert out["baseline"] == "fifo" and [a["name"] for a in out["arms"]] == ["fifo", "default"]
+    assert [f["name"] for f in out["figures"]] == ["mfu"]
+    assert out["paired"][0]["figures"]["mfu"]["mean"] == pytest.approx(0.05)
