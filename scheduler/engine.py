@@ -235,6 +235,14 @@ class Engine:
         self.kernel.end_instant()
         return result
 
+    def successor(self, plan: ClusterPlan) -> Engine:
+        """A new engine on ``plan`` with this one's workload, seed and settings, starting at
+        this engine's now with no job submitted (:func:`scheduler.control.replan.replan` moves
+        the jobs over): the factory re-planning uses, so the control layer need not import
+        the engine."""
+        return Engine(plan, self.workload, seed=self.seed, **self.settings, start_s=self.now,
+                      submit=False)
+
     def fork(self, seed: int | None = None) -> Engine:
         """An independent copy of this engine, now; with ``seed``, a different random future.
 

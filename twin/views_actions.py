@@ -8,8 +8,6 @@ the command is on its way to the live engine, 400, 403, 404, 415 or 503 otherwis
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
 from django.http import Http404, JsonResponse
@@ -20,6 +18,7 @@ from django.views.decorators.http import require_POST
 from twin import models as m
 from twin import selectors
 from twin import services_actions as actions
+from twin.api_json import json_object
 from twin.inventory import EngineIds
 
 
@@ -64,16 +63,7 @@ def job_action_form(request, name: str):
 
 
 def _json_body(request) -> dict | JsonResponse:
-    if request.content_type != "application/json":
-        return _error(f"send application/json, not {request.content_type or 'no Content-Type'}",
-                      415)
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(f"the request body is not valid JSON: {exc}", 400)
-    if not isinstance(body, dict):
-        return _error('send a JSON object, e.g. {"action": "hold"}', 400)
-    return body
+    return json_object(request, shape='send a JSON object, e.g. {"action": "hold"}')
 
 
 @require_POST

@@ -7,7 +7,6 @@ request (:func:`twin.studies.store.can_start_study`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from django import forms
@@ -20,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from scheduler.presets import PRESETS
 from scheduler.study.spec import SCENARIO_FIELDS
 from twin import models as m
+from twin.api_json import json_object
 from twin.studies import store
 
 LIST_LIMIT = 50
@@ -218,15 +218,12 @@ def api_studies(request):
                                          m.Study.objects.all()[:LIST_LIMIT]]})
     if not store.can_start_study(request.user):
         return _error(store.STUDY_DENIED, 403)
-    if request.content_type != "application/json":
-        return _error(f"send the study as application/json, not "
-                      f"{request.content_type or 'no Content-Type'}", 415)
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(f"the request body is not valid JSON: {exc}", 400)
-    if not isinstance(body, dict) or set(body) != {"spec"}:
-        return _error('send {"spec": "<YAML or JSON text>"} or {"spec": {...}}', 400)
+    shape = 'send {"spec": "<YAML or JSON text>"} or {"spec": {...}}'
+    body = json_object(request, what="the study", shape=shape)
+    if isinstance(body, JsonResponse):
+        return body
+    if set(body) != {"spec"}:
+        return _error(shape, 400)
     try:
         spec = body["spec"]
         checked = store.spec_check(text=spec) if isinstance(spec, str) else \

@@ -222,20 +222,26 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def owner_gone(owner: str, token: str) -> bool:
+    """Whether the web process ``owner`` (``host:pid:token``) is gone from this host; a pid
+    this process now has (containers restart as the same pid) is gone as well, unless the
+    token is this process's ``token``."""
+    owner_host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return (owner != token and owner_host == socket.gethostname() and pid.isdigit()
+            and (int(pid) == os.getpid() or not _alive(int(pid))))
+
+
 def whatif_reap() -> int:
     """Mark ``error`` the open rows nobody will finish: those of a web process gone from this
     host, and any older than :data:`TIMEOUT_S`.  Returns how many."""
-    host = socket.gethostname()
     cutoff = timezone.now() - timedelta(seconds=TIMEOUT_S)
     reaped = 0
     for row in m.WhatIf.objects.filter(status__in=_OPEN).only("pk", "owner", "started_at",
                                                               "requested_at"):
-        owner_host, _, rest = row.owner.partition(":")
-        pid = rest.partition(":")[0]
         why = ""
-        # a pid this process now has (containers restart as the same pid) is gone as well
-        if (row.owner != TOKEN and owner_host == host and pid.isdigit()
-                and (int(pid) == os.getpid() or not _alive(int(pid)))):
+        if owner_gone(row.owner, TOKEN):
+            pid = row.owner.split(":")[1]
             why = f"the web process that ran it (pid {pid}) stopped"
         if not why and (row.started_at or row.requested_at) < cutoff:
             why = f"no result after {TIMEOUT_S / 3600:g} hours"

@@ -85,8 +85,6 @@ def replan(old, plan: ClusterPlan, node_map) -> tuple:
         The successor, and a summary: jobs kept running, stopped, requeued, rejected; nodes
         added, removed and changed; failures carried and dropped.
     """
-    from scheduler.engine import Engine
-
     if old.settings is None:
         raise ValueError("this engine predates re-planning (no settings kept); build afresh")
     node_map = _check_map(node_map, old.plan, plan)
@@ -103,8 +101,7 @@ def replan(old, plan: ClusterPlan, node_map) -> tuple:
     # (no pass runs in the old engine: the successor schedules the stopped gangs)
 
     # 2. the successor, at the same instant, with the old engine's books
-    new = Engine(plan, old.workload, seed=old.seed, **old.settings, start_s=old.now,
-                 submit=False)
+    new = old.successor(plan)
     new.replans = old.replans + 1
     new.lineage = old.lineage
     new.kernel.streams.reseed(int(np.random.SeedSequence(

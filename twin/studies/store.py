@@ -30,6 +30,7 @@ from twin import models as m
 from twin.conf import app_setting
 from twin.studies.report import write_all
 from twin.studies.runner import RunRecord, StudyError, StudyOutcome, run_study
+from twin.whatif import owner_gone
 
 STUDY_DENIED = "studies are started by staff with the twin.run_drill permission"
 TOKEN = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
@@ -158,25 +159,11 @@ def study_wait(pk: int, timeout: float | None = None) -> bool:
     return True
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def study_reap() -> int:
     """Open studies whose web process is gone from this host read ``interrupted``."""
-    host = socket.gethostname()
     reaped = 0
     for row in m.Study.objects.filter(status__in=_OPEN).only("pk", "owner"):
-        owner_host, _, rest = row.owner.partition(":")
-        pid = rest.partition(":")[0]
-        if row.owner and row.owner != TOKEN and owner_host == host and pid.isdigit() \
-                and (int(pid) == os.getpid() or not _alive(int(pid))):
+        if row.owner and owner_gone(row.owner, TOKEN):
             reaped += m.Study.objects.filter(pk=row.pk, status__in=_OPEN).update(
                 status=m.Study.Status.INTERRUPTED, finished_at=timezone.now(),
                 error="the web process running it stopped; resume runs what is missing")
