@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.control.bounds import (
+from scheduler.limits.bounds import (
     CHECKPOINT_INTERVAL,
     CLUSTER_GPUS,
     LOAD,
@@ -118,7 +118,7 @@ class Scenario:
         60); each in [0, 86,400].
     power_cap : float, optional
         Cap every rack at this fraction of its power budget from the start (in
-        :data:`~scheduler.control.bounds.POWER_CAP`; needs ``physics``).
+        :data:`~scheduler.limits.bounds.POWER_CAP`; needs ``physics``).
 
     Examples
     --------
@@ -217,7 +217,7 @@ class Scenario:
 
     @staticmethod
     def _within(name: str, value, bound: Bound) -> None:
-        """``value`` (unless None) inside its bound of :mod:`scheduler.control.bounds`."""
+        """``value`` (unless None) inside its bound of :mod:`scheduler.limits.bounds`."""
         if value is not None:
             try:
                 bound.check(name, value)

@@ -2,7 +2,7 @@
 
 Each command validates its parameters before it changes anything and returns a JSON-safe
 result; a bad parameter, or a number outside its documented bound
-(:mod:`scheduler.control.bounds`), raises ``ValueError`` with a message meant for the person
+(:mod:`scheduler.limits.bounds`), raises ``ValueError`` with a message meant for the person
 who sent it.
 Commands act through the components' public methods: ``engine`` here is only the assembly that
 names them (``jobs``, ``scheduler``, ``reliability``, ``fleet``, ``state``, ``kernel``).
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from scheduler.control.bounds import DRILL_DURATION, SURGE_FACTOR, job_check
+from scheduler.limits.bounds import DRILL_DURATION, SURGE_FACTOR, job_check
 from scheduler.control.drills import end_drill as _end_drill
 from scheduler.control.drills import run_drill
 from scheduler.control.job_actions import JOB_ACTIONS
@@ -244,7 +244,7 @@ def set_policy(engine, *, name, placement=None) -> dict:
 
 def inference_surge(engine, *, factor, duration_s, service=None) -> dict:
     """Multiply inference demand by ``factor`` (0 < factor <= 100) for ``duration_s`` seconds
-    (at most 30 days), the bounds of :mod:`scheduler.control.bounds`."""
+    (at most 30 days), the bounds of :mod:`scheduler.limits.bounds`."""
     f = SURGE_FACTOR.check("factor", factor)
     d = DRILL_DURATION.check("duration_s", duration_s)
     until = engine.now + d

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.control.bounds import drill_params
+from scheduler.limits.bounds import drill_params
 from scheduler.control.params import unit_id
 from scheduler.reliability.failures import FailureMode
 from scheduler.sim import Kind
@@ -75,7 +75,7 @@ def run_drill(engine, kind: str, target="random", drill_id=None, **params) -> di
 
     ``drill_id`` (the twin's) makes the drill endable early with :func:`end_drill`.
     Raises ``ValueError`` (nothing changed) for an unknown kind, target or parameter, or a
-    parameter outside its bound (:data:`~scheduler.control.bounds.DRILL_PARAMS`).
+    parameter outside its bound (:data:`~scheduler.limits.bounds.DRILL_PARAMS`).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown drill {kind!r}; choose one of: {', '.join(KINDS)}")

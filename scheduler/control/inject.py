@@ -2,7 +2,7 @@
 
 :func:`inject` is how a mirror (Slurm, DCGM/Prometheus) writes what it observed into a running
 engine.  Everything is checked first; a bad id, status or placement, or a job number outside
-its bound (:mod:`scheduler.control.bounds`), raises one ``ValueError`` naming it, and nothing
+its bound (:mod:`scheduler.limits.bounds`), raises one ``ValueError`` naming it, and nothing
 changes.  Statuses are *set*, not counted: injecting ``up: False`` for a
 node that is already down does nothing more.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.control.bounds import DONE_FRACTION, job_check
+from scheduler.limits.bounds import DONE_FRACTION, job_check
 from scheduler.control.params import unit_id
 from scheduler.model.job_run import REJECTED
 from scheduler.model.state import Placement

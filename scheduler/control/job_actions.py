@@ -16,7 +16,7 @@ cancel         queued, held,     ended for good (``cancelled``, counted); a runn
                                  is booked ``preempted`` in the ledger
 requeue        running           stopped like a preemption (work up to its last checkpoint kept)
                                  and queued again
-priority       queued, held      a new priority (:data:`~scheduler.control.bounds.JOB_PRIORITY`);
+priority       queued, held      a new priority (:data:`~scheduler.limits.bounds.JOB_PRIORITY`);
                                  the queue order follows
 =============  ================  ==============================================================
 
@@ -26,7 +26,7 @@ middle of a move of its own: actions on it are refused until it is back in the q
 
 from __future__ import annotations
 
-from scheduler.control.bounds import JOB_PRIORITY
+from scheduler.limits.bounds import JOB_PRIORITY
 from scheduler.model.job_run import HELD, QUEUED, RUNNING
 
 HELD_REASON = "JobHeldUser"

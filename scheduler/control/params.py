@@ -1,6 +1,6 @@
 """Checks of command parameters: one clear ``ValueError`` before anything changes.
 
-Numbers are checked against their documented bounds, :mod:`scheduler.control.bounds`.
+Numbers are checked against their documented bounds, :mod:`scheduler.limits.bounds`.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import math
 
 import numpy as np
 
-from scheduler.control.bounds import STORAGE_DEGRADED
+from scheduler.limits.bounds import STORAGE_DEGRADED
 
 
 def fraction(name: str, value) -> float:
     """``value`` as the share of a storage tier's bandwidth left when degraded: a float
-    strictly between 0 and 1, at least :data:`~scheduler.control.bounds.STORAGE_LEFT_MIN`.
+    strictly between 0 and 1, at least :data:`~scheduler.limits.bounds.STORAGE_LEFT_MIN`.
 
     >>> fraction("factor", 0.25)
     0.25

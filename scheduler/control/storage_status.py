@@ -20,7 +20,7 @@ exact: it serves nothing and its reads fall through to the central tier.
 
 from __future__ import annotations
 
-from scheduler.control.bounds import STORAGE_LEFT_MIN
+from scheduler.limits.bounds import STORAGE_LEFT_MIN
 from scheduler.control.params import fraction
 from scheduler.hardware.cluster import StorageSpec
 

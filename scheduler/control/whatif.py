@@ -45,7 +45,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scheduler.control.bounds import Bound, drill_params
+from scheduler.limits.bounds import Bound, drill_params
 from scheduler.control.drills import KINDS as DRILL_KINDS
 from scheduler.control.mirror import release_fork
 from scheduler.control.params import unit_id
@@ -105,7 +105,7 @@ def action_check(action, engine=None) -> dict | None:
     """``action`` checked and normalised (``None`` for no action); ``ValueError`` otherwise.
 
     Without ``engine`` only its shape and numbers are checked (kind, parameter names, the
-    bounds of :mod:`scheduler.control.bounds`); with it, the action is also applied to a
+    bounds of :mod:`scheduler.limits.bounds`); with it, the action is also applied to a
     throw-away copy of ``engine``, so its target is checked by the engine's own commands.
 
     >>> action_check({"kind": "spine_switch", "target": "3"})

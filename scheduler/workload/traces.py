@@ -31,7 +31,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scheduler.control.bounds import CLUSTER_GPUS, TIME_S, TRACE_DURATION, Bound
+from scheduler.limits.bounds import CLUSTER_GPUS, TIME_S, TRACE_DURATION, Bound
 from scheduler.hardware.catalog import CATALOG, get
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Requirement, Tenant, TrainingJob, Workload
 
@@ -85,7 +85,7 @@ def read_trace(path: str | os.PathLike, *, reference_model: str = "H100-SXM",
     TraceError
         Unknown header, or a bad row, a number outside its documented bound included (a
         duration above 366 days, a time stamp from 1e10 s, more than 4,194,304 GPUs:
-        :mod:`scheduler.control.bounds`); the message names the file and the 1-based line.
+        :mod:`scheduler.limits.bounds`); the message names the file and the 1-based line.
 
     Notes
     -----
@@ -263,7 +263,7 @@ def _number(text: str, what: str, where: str, bound: Bound | None = None) -> flo
 
 
 def _bounded(value: float, what: str, where: str, bound: Bound) -> float:
-    """``value`` within its documented bound (:mod:`scheduler.control.bounds`)."""
+    """``value`` within its documented bound (:mod:`scheduler.limits.bounds`)."""
     try:
         return bound.check(what, value)
     except ValueError as exc:
@@ -272,7 +272,7 @@ def _bounded(value: float, what: str, where: str, bound: Bound) -> float:
 
 def _integer(text: str, what: str, where: str, *, minimum: int, gpus: bool = False) -> int:
     """An integer >= ``minimum``; a GPU count (``gpus``) at most the GPUs of the largest cluster
-    the twin builds (:data:`~scheduler.control.bounds.CLUSTER_GPUS`)."""
+    the twin builds (:data:`~scheduler.limits.bounds.CLUSTER_GPUS`)."""
     try:
         value = int(text)
     except ValueError:
