@@ -28,10 +28,11 @@ run: venv
 	$(BIN)/python manage.py collectstatic --noinput -v0
 	@echo "Demo logins: admin / staff / operator; new accounts get CLUSTERTWIN_DEMO_PASSWORD (default 'clustertwin'), existing ones keep theirs"
 	@echo "Serving on http://127.0.0.1:8000"
-	$(BIN)/daphne -b 127.0.0.1 -p 8000 twin.asgi:application
+	$(BIN)/daphne -b 127.0.0.1 -p 8000 twin.config.asgi:application
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 # Two workers (one per core here; PYTEST_WORKERS=auto on a bigger machine), whole files per
 # worker so each module's servers (daphne, Slurm, Prometheus, Dask) start once.

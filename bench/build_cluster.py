@@ -40,7 +40,7 @@ def main() -> None:
     full = timed([py, "manage.py", "build_cluster", "--preset", args.preset], env)
     print(f"build_cluster --preset {args.preset} into SQLite: {full:.2f} s")
     os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.config.settings")
     import django
 
     django.setup()

@@ -37,7 +37,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     db = out / f"dcgm-{args.preset}.sqlite3"
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}", "CLUSTERTWIN_INSECURE_DEMO": "1",
-           "CLUSTERTWIN_ENGINE": "off", "DJANGO_SETTINGS_MODULE": "twin.settings"}
+           "CLUSTERTWIN_ENGINE": "off", "DJANGO_SETTINGS_MODULE": "twin.config.settings"}
     env.pop("CLUSTERTWIN_CLUSTER", None)
     if not (args.reuse and db.exists()):
         for suffix in ("", "-wal", "-shm"):
@@ -54,11 +54,12 @@ def main() -> None:
 
     from scheduler.live import live_frame, live_placement
     from scheduler.simulate import Scenario
-    from twin import dcgm, selectors
     from twin import models as m
-    from twin.metrics import exposition
-    from twin.services import live_state_write
-    from twin.views_metrics import _dcgm_nodes
+    from twin.live import selectors
+    from twin.live.services import live_state_write
+    from twin.metrics import dcgm
+    from twin.metrics.collector import exposition
+    from twin.metrics.views import _dcgm_nodes
 
     cluster = m.Cluster.objects.get(name=args.preset) if m.Cluster.objects.filter(
         name=args.preset).exists() else m.Cluster.objects.order_by("-id").first()

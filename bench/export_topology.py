@@ -34,13 +34,13 @@ def main() -> None:
                        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"built {args.preset} into SQLite in {time.perf_counter() - start:.1f} s")
         os.environ.update(env)
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.config.settings")
         import django
 
         django.setup()
         from django.core.management import call_command
 
-        from twin.topology_export import FORMATS
+        from twin.inventory.topology_export import FORMATS
 
         worst = 0.0
         for fmt in FORMATS:

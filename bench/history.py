@@ -4,7 +4,7 @@ Run: .venv/bin/python -m bench.history [--days 30] [--tenants 12] [--repeat 5]
 
 A scratch SQLite database (migrated here) gets a run of ``--days`` simulated days sampled every
 ``HISTORY_STEP_S`` (300 s: 8,640 samples for 30 days), each sample with the fleet's series and
-``--tenants`` tenants' GPUs, as ``twin.history.record`` writes them.  Then, through Django's
+``--tenants`` tenants' GPUs, as ``twin.live.history.record`` writes them.  Then, through Django's
 test client with a logged-in user (the whole view: login, query, JSON), the best and median of
 ``--repeat`` requests for: the whole run as recorded, the whole run in 1-hour buckets, and the
 last day.
@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     os.environ.update(DATABASE_URL=f"sqlite:///{tmp / 'history.sqlite3'}",
-                      DJANGO_SETTINGS_MODULE="twin.settings", CLUSTERTWIN_INSECURE_DEMO="1",
+                      DJANGO_SETTINGS_MODULE="twin.config.settings", CLUSTERTWIN_INSECURE_DEMO="1",
                       CLUSTERTWIN_ENGINE="off")
     import django
     django.setup()
@@ -40,8 +40,8 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from twin import history, services
     from twin import models as m
+    from twin.live import history, services
 
     settings.ALLOWED_HOSTS = ["testserver", *settings.ALLOWED_HOSTS]
     call_command("migrate", "--noinput", verbosity=0)

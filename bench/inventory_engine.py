@@ -32,8 +32,8 @@ async def edit_to_frame(cluster) -> tuple[float, float, int, float, dict]:
 
     from scheduler.live import in_ranges
     from twin import models as m
-    from twin import services
-    from twin.driver import EngineDriver
+    from twin.inventory import services
+    from twin.live.driver import EngineDriver
 
     start = time.perf_counter()
     driver = EngineDriver(speed=60.0, snapshot_in_child=False)
@@ -91,13 +91,17 @@ def main() -> None:
                        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"built {args.preset} into SQLite in {time.perf_counter() - start:.1f} s")
         os.environ.update(env)
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.config.settings")
         import django
 
         django.setup()
         from scheduler.simulate import Scenario
-        from twin import selectors
-        from twin.inventory import cluster_plan_read, inventory_status_commands, plan_fingerprint
+        from twin.inventory import selectors
+        from twin.inventory.adapter import (
+            cluster_plan_read,
+            inventory_status_commands,
+            plan_fingerprint,
+        )
 
         cluster = selectors.cluster_current()
         t = time.perf_counter()

@@ -52,7 +52,7 @@ def live_env(db_path: Path, *, mode: str, redis_url: str | None = None, preset: 
     """The environment every process of one live twin shares."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("REDIS_URL", "DATABASE_URL") and not k.startswith("CLUSTERTWIN_")}
-    env.update(DJANGO_SETTINGS_MODULE="twin.settings", DATABASE_URL=f"sqlite:///{db_path}",
+    env.update(DJANGO_SETTINGS_MODULE="twin.config.settings", DATABASE_URL=f"sqlite:///{db_path}",
                CLUSTERTWIN_ENGINE=mode, CLUSTERTWIN_PRESET=preset,
                CLUSTERTWIN_SPEEDUP=str(speed), CLUSTERTWIN_FRAME_INTERVAL_S=str(frame_interval_s),
                CLUSTERTWIN_SNAPSHOT_INTERVAL_S=str(snapshot_interval_s),
@@ -92,7 +92,7 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
 
 def daphne_start(env: dict, port: int, log: Path | None = None) -> subprocess.Popen:
     proc = _spawn([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                   "twin.asgi:application"], env, log)
+                   "twin.config.asgi:application"], env, log)
     wait_port(port, proc)
     return proc
 

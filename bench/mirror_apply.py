@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.config.settings")
 os.environ.setdefault("CLUSTERTWIN_INSECURE_DEMO", "1")
 
 TARGET_S = 2.0
@@ -38,7 +38,7 @@ def evolve(src: Path, dst: Path, seed: int = 1) -> None:
     import numpy as np
     import orjson
 
-    from twin.hostlist import expand, hostlist
+    from twin.inventory.hostlist import expand, hostlist
     rng = np.random.default_rng(seed)
     dst.mkdir(parents=True, exist_ok=True)
     shutil.copy(src / "prom_query.json", dst / "prom_query.json")

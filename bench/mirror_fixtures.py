@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from twin.hostlist import hostlist
+from twin.inventory.hostlist import hostlist
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "slurm_json"
 METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP",

@@ -39,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     env = {**os.environ, "CLUSTERTWIN_INSECURE_DEMO": "1"}
     os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "twin.config.settings")
     import django
     django.setup()
     from django.core.management import call_command

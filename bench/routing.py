@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from scheduler.physics.fabric import build_fabric
-from scheduler.physics.fabric.routing import Router
+from scheduler.fabric import build_fabric
+from scheduler.fabric.routing import Router
 from scheduler.presets import get_preset
 
 TARGET_MS = 200.0

@@ -1,5 +1,5 @@
 """ClusterTwin's pure core: hardware, fabric, storage, workloads, scheduling, simulation.
 
-Nothing in this package imports Django; ``twin.inventory`` is the one adapter between the
+Nothing in this package imports Django; ``twin.inventory.adapter`` is the one adapter between the
 ORM and these arrays and dataclasses.
 """

@@ -26,6 +26,7 @@ import numpy as np
 
 from scheduler.control.commands import apply_command
 from scheduler.control.inject import inject
+from scheduler.control.mirror import MirrorBook
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.model.ledger import CAPACITY, MFU_WINDOW_COPIES, MFU_WINDOW_S, Ledger, LedgerWindow
 from scheduler.model.state import ClusterState
@@ -103,6 +104,9 @@ class Engine:
     and nodes' primary keys here (``{"cluster": pk, "nodes": array}``) to map a re-plan."""
     lineage: str | None = None
     """The run this engine continues (re-plans keep it): what the twin files its log under."""
+    mirror: MirrorBook | None = None
+    """A mirror's own book (:mod:`scheduler.control.mirror`) once :meth:`become_mirror` made
+    this engine follow a real cluster; ``None`` while it simulates by itself."""
 
     def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
                  policy: str = "default", placement: str | None = None,
@@ -138,10 +142,11 @@ class Engine:
         self._cap_key: tuple | None = None
         self._cap_rates = np.zeros((len(CAPACITY), state.n_models))
         self._cap_s = 0.0
+        modes = failure_modes or MODES
         self.jobs = jobs = JobLifecycle(
             ctx, state=state, ledger=ledger, tenants=TenantBook(state, workload),
             costs=costs, admission=Admission(plan, state), peak_flops=ledger.peak,
-            checkpoint_interval=checkpoint_interval)
+            checkpoint_interval=checkpoint_interval, failure_modes=modes)
         self.scheduler = sched = Scheduler(ctx, state=state, jobs=jobs, policy=policy,
                                                   placement=placement)
         self.spares = SparePool(state)
@@ -150,9 +155,7 @@ class Engine:
         self.reliability = FailureEngine(ctx, plan=plan, state=state, jobs=jobs,
                                          recovery=self.recovery, spares=self.spares,
                                          costs=costs, enabled=failures,
-                                         weibull_shape=weibull_shape,
-                                         modes=failure_modes or MODES)
-        jobs.pricing.modes = self.reliability.modes  # "auto" intervals from this profile
+                                         weibull_shape=weibull_shape, modes=modes)
         self.burst = CloudBurst(ctx, pools=CloudPools(plan.cloud_pools), jobs=jobs)
         self.fleet = InferenceFleet(ctx, plan=plan, state=state, jobs=jobs,
                                     place=sched.place, services=workload.services,
@@ -239,9 +242,20 @@ class Engine:
         """A new engine on ``plan`` with this one's workload, seed and settings, starting at
         this engine's now with no job submitted (:func:`scheduler.control.replan.replan` moves
         the jobs over): the factory re-planning uses, so the control layer need not import
-        the engine."""
-        return Engine(plan, self.workload, seed=self.seed, **self.settings, start_s=self.now,
-                      submit=False)
+        the engine.  It continues this engine's lineage, one re-plan further on."""
+        new = Engine(plan, self.workload, seed=self.seed, **self.settings, start_s=self.now,
+                     submit=False)
+        new.replans = self.replans + 1
+        new.lineage = self.lineage
+        return new
+
+    def become_mirror(self) -> MirrorBook:
+        """Follow a real cluster from now: its scheduler places the jobs, so this engine's is
+        held; returns the mirror's book (made on the first call)."""
+        self.scheduler.hold()
+        if self.mirror is None:
+            self.mirror = MirrorBook(self.state.n_gpus)
+        return self.mirror
 
     def fork(self, seed: int | None = None) -> Engine:
         """An independent copy of this engine, now; with ``seed``, a different random future.

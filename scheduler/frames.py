@@ -21,19 +21,32 @@ import zlib
 
 import numpy as np
 
-from scheduler.physics.fabric.topology import LINK_KINDS
-from scheduler.physics.power import DESIGN_DELTA_T_K, SUPPLY_AIR_C
+from scheduler.fabric.topology import LINK_KINDS
+from scheduler.frame_schema import (
+    HeatDetail,
+    Heatmap,
+    Heatmaps,
+    HeatZoom,
+    LinkDetail,
+    LinkHeatmap,
+    PackedArray,
+    RackHeatmap,
+    Scale,
+    StorageTier,
+)
+from scheduler.hardware.power import DESIGN_DELTA_T_K, SUPPLY_AIR_C
 
 MAX_CELLS = 2048
 ZOOM_MAX_CELLS = 16_384
 """Largest zoomed matrix served un-merged, cells (one pod of the 100k preset: 56 x 32)."""
 
-LINK_SCALE = {"zmin": 0.0, "zmax": 1.0, "unit": "%", "title": "link utilisation, %"}
-STATUS_SCALE = {"zmin": 0.0, "zmax": 1.0, "unit": "share", "title": "share of nodes out"}
-POWER_SCALE = {"zmin": 0.0, "zmax": 1.0, "unit": "%", "title": "power, % of the rack's budget"}
-OUTLET_SCALE = {"zmin": SUPPLY_AIR_C, "zmax": SUPPLY_AIR_C + 2 * DESIGN_DELTA_T_K,
-                "design": SUPPLY_AIR_C + DESIGN_DELTA_T_K, "unit": "°C",
-                "title": "outlet, °C"}
+LINK_SCALE: Scale = {"zmin": 0.0, "zmax": 1.0, "unit": "%", "title": "link utilisation, %"}
+STATUS_SCALE: Scale = {"zmin": 0.0, "zmax": 1.0, "unit": "share", "title": "share of nodes out"}
+POWER_SCALE: Scale = {"zmin": 0.0, "zmax": 1.0, "unit": "%",
+                      "title": "power, % of the rack's budget"}
+OUTLET_SCALE: Scale = {"zmin": SUPPLY_AIR_C, "zmax": SUPPLY_AIR_C + 2 * DESIGN_DELTA_T_K,
+                       "design": SUPPLY_AIR_C + DESIGN_DELTA_T_K, "unit": "°C",
+                       "title": "outlet, °C"}
 """Rack outlet temperature: from the supply air (an idle rack) to the model's ceiling (supply
 plus two design rises: full recirculation, where the GPUs' own thermal protection takes over);
 ``design`` is the outlet of a rack at its provisioned power with its cooling intact."""
@@ -83,7 +96,7 @@ def _runs(ids: np.ndarray, block: int) -> list[list[int]]:
 
 
 def _frame(title: str, z: np.ndarray, x: str, y: str, max_cells: int, *,
-           row_ids: np.ndarray | None = None, scale: dict | None = None) -> dict:
+           row_ids: np.ndarray | None = None, scale: Scale | None = None) -> Heatmap:
     small, rb, cb = downsample(z, max_cells)
     ids = np.arange(z.shape[0]) if row_ids is None else row_ids
     return {"title": title, "x": x, "y": y, "rows_per_cell": rb, "cols_per_cell": cb,
@@ -103,7 +116,7 @@ def _tier_matrix(fabric, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def link_heatmaps(fabric, utilisation: np.ndarray, max_cells: int = MAX_CELLS,
-                  down: np.ndarray | None = None) -> list[dict]:
+                  down: np.ndarray | None = None) -> list[LinkHeatmap]:
     """One heatmap per link tier: lower switch (rows) by its uplink slot (columns).
 
     Leaf-spine: leaves by uplink; spine-core / island-uplink: spines by uplink; global
@@ -153,7 +166,7 @@ def link_heatmaps(fabric, utilisation: np.ndarray, max_cells: int = MAX_CELLS,
     return out
 
 
-def _mark_down(frame: dict, dead: np.ndarray, n: int, max_cells: int) -> None:
+def _mark_down(frame: LinkHeatmap, dead: np.ndarray, n: int, max_cells: int) -> None:
     small, _, _ = downsample(dead, max_cells, how="mean")
     frame["down"] = np.round(small, 4).tolist()
     frame["links_down"] = n
@@ -172,7 +185,7 @@ def links_down(engine) -> np.ndarray:
 
 
 def rack_floor(plan, values: np.ndarray, *, title: str, max_cells: int = MAX_CELLS,
-               scale: dict | None = None) -> dict:
+               scale: Scale | None = None) -> RackHeatmap:
     """Per-rack values laid out as on the floor: halls stacked, rows by racks in a row.
 
     ``rows`` holds the floor rows (``hall * rows_per_hall + row``) of each cell row; a merged
@@ -212,7 +225,7 @@ def power_share(plan, rack_kw: np.ndarray) -> np.ndarray:
     return np.divide(rack_kw, budget, out=np.zeros(budget.size), where=budget > 0)
 
 
-def storage_frame(result) -> list[dict]:
+def storage_frame(result) -> list[StorageTier]:
     """Storage tiers: demand, supply and capacity (GB/s) for a bar chart."""
     if result is None:
         return []
@@ -221,11 +234,11 @@ def storage_frame(result) -> list[dict]:
             for t in result.tiers]
 
 
-def dashboard_frames(engine, max_cells: int = MAX_CELLS) -> dict:
+def dashboard_frames(engine, max_cells: int = MAX_CELLS) -> Heatmaps:
     """Everything the topology page draws, from the engine's last physics refresh."""
     ph = engine.physics
     plan = engine.plan
-    frames = {"racks": {"status": rack_floor(plan, rack_status(engine),
+    frames: Heatmaps = {"racks": {"status": rack_floor(plan, rack_status(engine),
                                              title="rack status (share of nodes out)",
                                              max_cells=max_cells, scale=STATUS_SCALE)}}
     if ph is None:
@@ -250,13 +263,13 @@ def dashboard_frames(engine, max_cells: int = MAX_CELLS) -> dict:
 
 
 # ----------------------------------------------------------------- full resolution, and zoom
-def _pack(arr: np.ndarray) -> dict:
+def _pack(arr: np.ndarray) -> PackedArray:
     arr = np.ascontiguousarray(arr)
     return {"dtype": arr.dtype.name, "shape": list(arr.shape),
             "data": base64.b64encode(zlib.compress(arr.tobytes(), 1)).decode("ascii")}
 
 
-def _unpack(packed: dict) -> np.ndarray:
+def _unpack(packed: PackedArray) -> np.ndarray:
     dtype = np.dtype(packed["dtype"])
     if dtype.name not in ("uint16", "int32"):
         raise ValueError(f"unexpected packed dtype {dtype.name}")
@@ -264,7 +277,8 @@ def _unpack(packed: dict) -> np.ndarray:
     return flat.reshape(packed["shape"])
 
 
-def link_detail(fabric, utilisation: np.ndarray, down: np.ndarray | None = None) -> dict:
+def link_detail(fabric, utilisation: np.ndarray,
+                down: np.ndarray | None = None) -> dict[str, LinkDetail]:
     """Per switch-link tier (not global): the lower switches' ids and pods, and the
     utilisation matrix (switch by uplink slot) in units of 1e-4, :data:`_LINK_OUT` where
     ``down`` marks the link out; packed."""
@@ -286,7 +300,7 @@ def link_detail(fabric, utilisation: np.ndarray, down: np.ndarray | None = None)
     return out
 
 
-def heat_detail(engine) -> dict:
+def heat_detail(engine) -> HeatDetail:
     """The heatmaps' values at full resolution, packed (zlib, base64) for the placement.
 
     ``links``: :func:`link_detail` of the last routed load.  ``racks``: every rack's hall,
@@ -296,7 +310,7 @@ def heat_detail(engine) -> dict:
     """
     ph = engine.physics
     plan = engine.plan
-    out: dict = {"links": {}, "racks": {}}
+    out: HeatDetail = {"links": {}, "racks": {}}
     if ph is None:
         return out
     if ph.last_load is not None:
@@ -320,8 +334,8 @@ def _one_int(name: str, value) -> int:
     return int(value)
 
 
-def heat_zoom(detail: dict, *, tier: str, pod: int | None = None, first: int | None = None,
-              last: int | None = None, hall: int | None = None) -> dict:
+def heat_zoom(detail: HeatDetail, *, tier: str, pod: int | None = None, first: int | None = None,
+              last: int | None = None, hall: int | None = None) -> HeatZoom:
     """One part of a heatmap at full resolution, from :func:`heat_detail`'s ``detail``.
 
     Parameters
@@ -335,7 +349,7 @@ def heat_zoom(detail: dict, *, tier: str, pod: int | None = None, first: int | N
 
     Returns
     -------
-    dict
+    LinkZoom or RackZoom
         ``z`` (utilisation 0-1, or the rack value in its unit; ``None`` where no rack
         stands), ``ids`` (switch id of each row; for racks the rack id of each cell, -1 where
         none), ``down`` (links: 1 where the link is out), ``scale`` and titles.  A bad

@@ -11,6 +11,15 @@ import numpy as np
 
 from scheduler.control.job_actions import held_jobs
 from scheduler.control.mirror import mirror_summary
+from scheduler.frame_schema import (
+    LiveFrame,
+    LivePlacement,
+    MttfBucket,
+    Power,
+    QueuedJob,
+    RunningJob,
+    TenantUse,
+)
 from scheduler.frames import dashboard_frames, heat_detail, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.reliability.failures import job_failure_rate
@@ -60,11 +69,11 @@ def queue_rows(engine, top: int | None = None) -> list[list]:
     return out
 
 
-def _queue(engine, top: int) -> list[dict]:
+def _queue(engine, top: int) -> list[QueuedJob]:
     return [dict(zip(QUEUE_COLUMNS, row, strict=True)) for row in queue_rows(engine, top)]
 
 
-def _running(engine, top: int) -> list[dict]:
+def _running(engine, top: int) -> list[RunningJob]:
     runs = sorted((r for r in engine.running.values()), key=lambda r: (-r.gpus, r.idx))[:top]
     dom = engine.state.domain
     return [{"name": r.spec.name, "tenant": r.spec.tenant, "gpus": r.gpus, "state": r.state,
@@ -79,7 +88,7 @@ def _running(engine, top: int) -> list[dict]:
             for r in runs]
 
 
-def _mttf_by_size(engine) -> list[dict]:
+def _mttf_by_size(engine) -> list[MttfBucket]:
     started = [r for r in engine.runs if r.first_start is not None and r.cloud_pool < 0]
     gpus = np.array([r.gpus for r in started], dtype=np.int64)
     hours = np.array([((r.end_s if r.end_s is not None else engine.now) - r.first_start)
@@ -94,7 +103,7 @@ def _mttf_by_size(engine) -> list[dict]:
     h = np.bincount(bucket, weights=hours, minlength=n_b)
     size = np.bincount(bucket, weights=gpus, minlength=n_b)
     span = np.bincount(bucket, weights=nodes, minlength=n_b)
-    out = []
+    out: list[MttfBucket] = []
     for b, (lo, hi) in enumerate(zip(SIZE_BUCKETS[:-1], SIZE_BUCKETS[1:], strict=True)):
         # the model's MTTF for the bucket's mean job (failures.job_failure_rate), beside the
         # one measured here (in a mirror: the real cluster's interruptions)
@@ -107,7 +116,7 @@ def _mttf_by_size(engine) -> list[dict]:
     return out
 
 
-def live_frame(engine, *, top: int = 50) -> dict:
+def live_frame(engine, *, top: int = 50) -> LiveFrame:
     """The dashboard's view of ``engine`` now (no ``type``/``seq``: the publisher adds them).
 
     ``mfu`` is the MFU since the start of the run; ``mfu_window`` the MFU of the last
@@ -122,14 +131,15 @@ def live_frame(engine, *, top: int = 50) -> dict:
     states = [r.state for r in engine.runs]
     rel = engine.reliability
     mfu = led.mfu()
-    power = None
+    power: Power | None = None
     if engine.physics is not None and engine.physics.last_power is not None:
         p = engine.physics.last_power
         power = {"it_mw": round(p.it_mw, 4), "facility_mw": round(p.facility_mw, 4),
                  "rack_peak_kw": round(float(p.rack_kw.max()), 2),
                  "throttled_gpus": p.throttled_gpus}
-    tenants = [{"tenant": t, "used_gpus": int(u[0]), "quota_gpus": int(engine.tenants.quota[t])}
-               for t, u in engine.tenants.usage.items()]
+    tenants: list[TenantUse] = [
+        {"tenant": t, "used_gpus": int(u[0]), "quota_gpus": int(engine.tenants.quota[t])}
+        for t, u in engine.tenants.usage.items()]
     return {
         "t": round(engine.now, 3),
         "util": util,
@@ -206,7 +216,7 @@ def gpu_holders(engine) -> tuple[dict[int, list[list[int]]], dict[str, list[list
     return training, serving
 
 
-def live_placement(engine) -> dict:
+def live_placement(engine) -> LivePlacement:
     """Where every gang holding GPUs is, and every node's live status, by engine ids.
 
     Kept apart from :func:`live_frame` (which every dashboard receives each tick): the API's

@@ -8,15 +8,15 @@ strategy meets the very same jobs.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
+from scheduler.engine import Engine
+from scheduler.hardware.cluster import ClusterPlan
+from scheduler.limits import checks
 from scheduler.limits.bounds import (
     CHECKPOINT_INTERVAL,
     CLUSTER_GPUS,
@@ -24,10 +24,7 @@ from scheduler.limits.bounds import (
     OVERSUBSCRIPTION,
     POWER_CAP,
     RESTART_PART,
-    Bound,
 )
-from scheduler.engine import Engine
-from scheduler.hardware.cluster import ClusterPlan
 from scheduler.presets import PRESETS
 from scheduler.reliability.checkpoint import RECOVERY_MODES, RestartTimes
 from scheduler.reliability.profiles import PROFILES, load_profile
@@ -55,8 +52,65 @@ class ScenarioError(ValueError):
     """
 
 
-def _number(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
+def _failure_profile(name: str, value) -> None:
+    """A shipped profile's name or a ``.toml`` file's path, and a profile that loads."""
+    if not isinstance(value, str) or (value not in PROFILES and not value.endswith(".toml")):
+        raise ValueError(f"unknown {name} {value!r}; choose one of: {', '.join(PROFILES)} "
+                         "(or a .toml file's path)")
+    load_profile(value)
+
+
+def _path(name: str, value) -> None:
+    if not isinstance(value, str | os.PathLike):
+        raise ValueError(f"{name} must be a file's path, not {value!r}")
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How one :class:`Scenario` field is checked: ``check(label, value, **options)``, a
+    parser of :mod:`scheduler.limits.checks`; ``None`` (when ``optional``) and the names in
+    ``words`` pass as they are."""
+
+    check: Callable
+    options: dict = field(default_factory=dict)
+    label: str | None = None
+    optional: bool = False
+    words: tuple[str, ...] = ()
+
+
+_SECONDS = {"bound": RESTART_PART}
+_RULES: dict[str, _Rule] = {
+    "preset": _Rule(checks.choice, {"known": PRESETS}),
+    "days": _Rule(checks.number, {"above": 0, "at_most": MAX_DAYS,
+                                  "expect": f"a finite number > 0 and <= {MAX_DAYS:g}"}),
+    "seed": _Rule(checks.integer, {"at_least": 0}),
+    "policy": _Rule(checks.choice, {"known": REGISTRY}),
+    "placement": _Rule(checks.choice, {"known": STRATEGIES}, optional=True),
+    "gpus": _Rule(checks.integer, {"at_least": 1, "bound": CLUSTER_GPUS}, optional=True),
+    "failures": _Rule(checks.flag, {"expect": "on or off", "numpy_bool": False}),
+    "physics": _Rule(checks.flag, {"expect": "on or off", "numpy_bool": False}),
+    "checkpoint_interval": _Rule(
+        checks.number, {"above": 0, "bound": CHECKPOINT_INTERVAL,
+                        "expect": "'auto', 'job' or a positive number of seconds"},
+        label="checkpoint interval", optional=True, words=("auto", "job")),
+    "recovery": _Rule(checks.choice, {"known": RECOVERY_MODES}),
+    "spares": _Rule(checks.number, {"at_least": 0, "below": 1, "expect": "a fraction in [0, 1)"},
+                    optional=True),
+    "fabric": _Rule(checks.choice, {"known": REFABRIC_KINDS}, optional=True),
+    "oversubscription": _Rule(checks.number, {"at_least": 1, "bound": OVERSUBSCRIPTION},
+                              optional=True),
+    "load": _Rule(checks.number, {"above": 0, "bound": LOAD}),
+    "physics_max_tick_s": _Rule(checks.number, {"at_least": 1800.0,
+                                                "expect": "a number >= 1800 s"},
+                                label="physics max tick", optional=True),
+    "detect_s": _Rule(checks.within, _SECONDS, optional=True),
+    "reschedule_s": _Rule(checks.within, _SECONDS, optional=True),
+    "warmup_s": _Rule(checks.within, _SECONDS, optional=True),
+    "failure_profile": _Rule(_failure_profile, label="failure profile"),
+    "power_cap": _Rule(checks.within, {"bound": POWER_CAP}, label="power cap", optional=True),
+    "trace": _Rule(_path, optional=True),
+}
+"""How each :class:`Scenario` field is checked, in the order the checks run."""
 
 
 @dataclass(frozen=True)
@@ -153,81 +207,27 @@ class Scenario:
     power_cap: float | None = None
 
     def __post_init__(self):
-        if self.preset not in PRESETS:
-            raise ScenarioError(f"unknown preset {self.preset!r}; choose one of: "
-                                f"{', '.join(PRESETS)}")
-        if not _number(self.days) or not (math.isfinite(self.days) and 0 < self.days <= MAX_DAYS):
-            raise ScenarioError(f"days must be a finite number > 0 and <= {MAX_DAYS:g}, "
-                                f"not {self.days!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer) \
-                or self.seed < 0:
-            raise ScenarioError(f"seed must be an integer >= 0, not {self.seed!r}")
-        self._one_of("policy", self.policy, REGISTRY)
-        if self.placement is not None:
-            self._one_of("placement", self.placement, STRATEGIES)
-        if self.gpus is not None and (isinstance(self.gpus, bool)
-                                      or not isinstance(self.gpus, int | np.integer)
-                                      or self.gpus <= 0):
-            raise ScenarioError(f"gpus must be a positive integer, not {self.gpus!r}")
-        self._within("gpus", self.gpus, CLUSTER_GPUS)
-        for name in ("failures", "physics"):
-            if not isinstance(getattr(self, name), bool):
-                raise ScenarioError(f"{name} must be on or off, not {getattr(self, name)!r}")
-        ci = self.checkpoint_interval
-        if ci not in (None, "auto", "job") and (
-                not _number(ci) or not (math.isfinite(ci) and ci > 0)):
-            raise ScenarioError("checkpoint interval must be 'auto', 'job' or a positive number "
-                                f"of seconds, not {ci!r}")
-        if ci not in (None, "auto", "job"):
-            self._within("checkpoint interval", ci, CHECKPOINT_INTERVAL)
-        self._one_of("recovery", self.recovery, RECOVERY_MODES)
-        if self.spares is not None and (not _number(self.spares) or not 0 <= self.spares < 1):
-            raise ScenarioError(f"spares must be a fraction in [0, 1), not {self.spares!r}")
-        if self.fabric is not None:
-            self._one_of("fabric", self.fabric, REFABRIC_KINDS)
-        o = self.oversubscription
-        if o is not None and (not _number(o) or not (math.isfinite(o) and o >= 1)):
-            raise ScenarioError(f"oversubscription must be a number >= 1, not {o!r}")
-        self._within("oversubscription", o, OVERSUBSCRIPTION)
-        if not _number(self.load) or not (math.isfinite(self.load) and self.load > 0):
-            raise ScenarioError(f"load must be a positive number, not {self.load!r}")
-        self._within("load", self.load, LOAD)
-        m = self.physics_max_tick_s
-        if m is not None and (not _number(m) or not (math.isfinite(m) and m >= 1800.0)):
-            raise ScenarioError(f"physics max tick must be a number >= 1800 s, not {m!r}")
-        for name in ("detect_s", "reschedule_s", "warmup_s"):
-            self._within(name, getattr(self, name), RESTART_PART)
-        if not isinstance(self.failure_profile, str) or (
-                self.failure_profile not in PROFILES
-                and not self.failure_profile.endswith(".toml")):
-            raise ScenarioError(f"unknown failure profile {self.failure_profile!r}; choose one "
-                                f"of: {', '.join(PROFILES)} (or a .toml file's path)")
-        try:
-            load_profile(self.failure_profile)
-        except ValueError as exc:
-            raise ScenarioError(str(exc)) from None
-        self._within("power cap", self.power_cap, POWER_CAP)
+        for name, rule in _RULES.items():
+            value = getattr(self, name)
+            if (value is None and rule.optional) or value in rule.words:
+                continue
+            try:
+                rule.check(rule.label or name, value, **rule.options)
+            except ValueError as exc:
+                raise ScenarioError(str(exc)) from None
+        self._power_cap_needs_physics()
+        self._trace_is_replayed_as_it_is()
+
+    def _power_cap_needs_physics(self) -> None:
         if self.power_cap is not None and not self.physics:
             raise ScenarioError("a power cap needs the power model (physics on)")
+
+    def _trace_is_replayed_as_it_is(self) -> None:
         if self.trace is not None and self.load != 1.0:
             raise ScenarioError("load scales a preset's workload; a trace is replayed as it is")
         if self.trace is not None and not Path(self.trace).is_file():
             raise ScenarioError(f"trace file {os.fspath(self.trace)!r} does not exist or is "
                                 "not a file")
-
-    @staticmethod
-    def _within(name: str, value, bound: Bound) -> None:
-        """``value`` (unless None) inside its bound of :mod:`scheduler.limits.bounds`."""
-        if value is not None:
-            try:
-                bound.check(name, value)
-            except ValueError as exc:
-                raise ScenarioError(str(exc)) from None
-
-    @staticmethod
-    def _one_of(name: str, value, known) -> None:
-        if value not in known:
-            raise ScenarioError(f"unknown {name} {value!r}; choose one of: {', '.join(known)}")
 
     def engine(self, plan: ClusterPlan | None = None) -> tuple[Engine, dict]:
         """Build the engine at time 0, with the report's ``scenario`` description.

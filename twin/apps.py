@@ -2,12 +2,18 @@ from django.apps import AppConfig
 
 
 class TwinConfig(AppConfig):
+    """One Django app (label ``twin``) whose domain packages each own their models, admin,
+    services and selectors; ``twin.models`` is the registry Django loads."""
+
     name = "twin"
     verbose_name = "ClusterTwin inventory"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from twin import checks  # noqa: F401  (registers the system checks)
-        from twin.replanning import receivers_connect
+        # Django's admin autodiscovery looks for ``twin.admin`` only: the packages' admins
+        # register here.  No engine starts here (the serving command starts it).
+        from twin.config import checks  # noqa: F401  (registers the system checks)
+        from twin.inventory import admin  # noqa: F401
+        from twin.inventory.replanning import receivers_connect
 
         receivers_connect()

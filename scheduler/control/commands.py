@@ -10,18 +10,21 @@ names them (``jobs``, ``scheduler``, ``reliability``, ``fleet``, ``state``, ``ke
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 import numpy as np
 
-from scheduler.limits.bounds import DRILL_DURATION, SURGE_FACTOR, job_check
 from scheduler.control.drills import end_drill as _end_drill
 from scheduler.control.drills import run_drill
 from scheduler.control.job_actions import JOB_ACTIONS
-from scheduler.control.params import unit_id
 from scheduler.control.storage_status import storage_degraded, storage_down, storage_up
+from scheduler.limits import checks
+from scheduler.limits.bounds import DRILL_DURATION, SURGE_FACTOR, job_check
 from scheduler.model.job_run import REJECTED
 from scheduler.reliability.failures import FailureMode
+from scheduler.scheduling.placement import STRATEGIES
+from scheduler.scheduling.policies import REGISTRY
 from scheduler.workload.jobs import TrainingJob
 
 OPERATOR_FAILED = FailureMode("operator_marked_failed", "host", 0.0, 0.0, 0.0,
@@ -34,18 +37,12 @@ NIC_LINK_DOWN = FailureMode("operator_marked_nic_link_down", "endpoint_link", 0.
                             source="inventory edit")
 
 
-def _flag(name: str, value) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be true or false, not {value!r}")
-    return bool(value)
-
-
 def _node(engine, node) -> int:
-    return unit_id("node", node, engine.plan.n_nodes)
+    return checks.unit_id("node", node, engine.plan.n_nodes)
 
 
 def _switch(engine, switch) -> int:
-    return unit_id("switch", switch, engine.plan.fabric.n_switches())
+    return checks.unit_id("switch", switch, engine.plan.fabric.n_switches())
 
 
 def _leaf_nodes(engine, leaf: int) -> np.ndarray:
@@ -139,7 +136,7 @@ def switch_up(engine, *, switch) -> dict:
 
 def link_down(engine, *, link) -> dict:
     """An operator marked a switch-to-switch link down: routes avoid it, crossing jobs slow."""
-    k = unit_id("link", link, int(engine.plan.fabric.link_a.size))
+    k = checks.unit_id("link", link, int(engine.plan.fabric.link_a.size))
     engine.reliability.set_link(k, False)
     slowed = [engine.runs[i].spec.name for i in engine.jobs.rerate_all()]
     engine.kernel.log("link", f"link {k} marked down: {len(slowed)} job(s) re-rated", link=k,
@@ -148,7 +145,7 @@ def link_down(engine, *, link) -> dict:
 
 
 def link_up(engine, *, link) -> dict:
-    k = unit_id("link", link, int(engine.plan.fabric.link_a.size))
+    k = checks.unit_id("link", link, int(engine.plan.fabric.link_a.size))
     engine.reliability.set_link(k, True)
     engine.jobs.rerate_all()
     engine.kernel.log("link", f"link {k} back up")
@@ -158,8 +155,8 @@ def link_up(engine, *, link) -> dict:
 def gpu_down(engine, *, gpu, nic: bool = False) -> dict:
     """An operator marked an accelerator failed (or, ``nic``, its NIC link down): its node
     leaves the pool and the gangs on it are interrupted."""
-    g = unit_id("gpu", gpu, engine.state.n_gpus)
-    nic = _flag("nic", nic)
+    g = checks.unit_id("gpu", gpu, engine.state.n_gpus)
+    nic = checks.flag("nic", nic)
     n = int(engine.state.gpu_node[g])
     engine.state.set_gpu_up([g], False)
     hit = engine.reliability.node_out(n, NIC_LINK_DOWN if nic else GPU_FAILED)
@@ -171,8 +168,8 @@ def gpu_down(engine, *, gpu, nic: bool = False) -> dict:
 
 
 def gpu_up(engine, *, gpu, nic: bool = False) -> dict:
-    g = unit_id("gpu", gpu, engine.state.n_gpus)
-    nic = _flag("nic", nic)
+    g = checks.unit_id("gpu", gpu, engine.state.n_gpus)
+    nic = checks.flag("nic", nic)
     n = int(engine.state.gpu_node[g])
     engine.state.set_gpu_up([g], True)
     engine.reliability.node_back(n)
@@ -188,7 +185,7 @@ PDU_FAILED = FailureMode("operator_marked_feed_failed", "pdu", 0.0, 0.0, 0.0,
 
 def feed_down(engine, *, rack) -> dict:
     """An operator marked a rack's power feed failed: its nodes go down, their gangs stop."""
-    r = unit_id("rack", rack, engine.plan.n_racks)
+    r = checks.unit_id("rack", rack, engine.plan.n_racks)
     nodes = np.flatnonzero(engine.plan.node_rack == r)
     hit = sorted({i for n in nodes.tolist() for i in engine.reliability.node_out(n, PDU_FAILED)})
     jobs = [engine.runs[i].spec.name for i in hit]
@@ -199,7 +196,7 @@ def feed_down(engine, *, rack) -> dict:
 
 
 def feed_up(engine, *, rack) -> dict:
-    r = unit_id("rack", rack, engine.plan.n_racks)
+    r = checks.unit_id("rack", rack, engine.plan.n_racks)
     for n in np.flatnonzero(engine.plan.node_rack == r).tolist():
         engine.reliability.node_back(n)
     engine.scheduler.wake()
@@ -213,10 +210,15 @@ def _cooling_racks(engine, loop: int) -> np.ndarray:
     return np.flatnonzero(rows == np.unique(rows)[loop])
 
 
+def _loop(engine, loop) -> int:
+    plan = engine.plan
+    return checks.unit_id("cooling loop", loop,
+                          int(np.unique(plan.rack_hall * 1000 + plan.rack_row).size))
+
+
 def cooling_down(engine, *, loop) -> dict:
     """An operator marked a cooling loop (one rack row) failed: its racks throttle."""
-    plan = engine.plan
-    k = unit_id("cooling loop", loop, int(np.unique(plan.rack_hall * 1000 + plan.rack_row).size))
+    k = _loop(engine, loop)
     racks = _cooling_racks(engine, k)
     engine.reliability.cool(k, racks.tolist(), +1)
     slowed = [engine.runs[i].spec.name for i in engine.jobs.rerate_all()]
@@ -227,8 +229,7 @@ def cooling_down(engine, *, loop) -> dict:
 
 
 def cooling_up(engine, *, loop) -> dict:
-    plan = engine.plan
-    k = unit_id("cooling loop", loop, int(np.unique(plan.rack_hall * 1000 + plan.rack_row).size))
+    k = _loop(engine, loop)
     engine.reliability.cool(k, _cooling_racks(engine, k).tolist(), -1)
     engine.jobs.rerate_all()
     engine.kernel.log("cooling", f"cooling loop {k} back", component=f"cooling {k}")
@@ -236,6 +237,8 @@ def cooling_up(engine, *, loop) -> dict:
 
 
 def set_policy(engine, *, name, placement=None) -> dict:
+    checks.choice("policy", name, REGISTRY)
+    checks.optional(checks.choice, "placement", placement, STRATEGIES)
     engine.scheduler.set_policy(name, placement)
     policy = engine.scheduler.policy
     engine.kernel.log("policy", f"policy set to {policy.name} ({policy.placement} placement)")
@@ -280,12 +283,30 @@ COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up
 COMMANDS.update(JOB_ACTIONS)  # hold, release, cancel, requeue, priority: job_actions.py
 
 
+def _parameters(handler) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """A command's keyword parameters, from its signature: (required, allowed, takes more)."""
+    after_engine = list(inspect.signature(handler).parameters.values())[1:]
+    named = [p for p in after_engine if p.kind is not p.VAR_KEYWORD]
+    return (tuple(p.name for p in named if p.default is p.empty),
+            tuple(p.name for p in named),
+            any(p.kind is p.VAR_KEYWORD for p in after_engine))
+
+
+PARAMETERS = {name: _parameters(handler) for name, handler in COMMANDS.items()}
+"""Command -> (required, allowed, takes more): the names :func:`apply_command` checks before a
+command runs (``drill`` takes more: its kind's, which
+:func:`~scheduler.limits.bounds.drill_params` checks)."""
+
+
 def apply_command(engine, command: str, /, **params) -> dict:
-    try:
-        handler = COMMANDS[command]
-    except KeyError:
-        raise ValueError(f"unknown command {command!r}; known: {', '.join(COMMANDS)}") from None
-    try:
-        return handler(engine, **params)
-    except TypeError as exc:
-        raise ValueError(f"bad parameters for {command}: {exc}") from None
+    """Run ``command`` with ``params`` on ``engine``; its JSON-safe result.
+
+    An unknown command, a parameter it does not take and one it needs but lacks are refused
+    with one ``ValueError`` line before anything changes; each command then checks its
+    values (:mod:`scheduler.limits.checks`).  Any other exception is a bug, and propagates.
+    """
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}; known: {', '.join(COMMANDS)}")
+    required, allowed, more = PARAMETERS[command]
+    checks.keys(command, params, allowed, required=required, more=more)
+    return COMMANDS[command](engine, **params)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.limits.bounds import drill_params
-from scheduler.control.params import unit_id
+from scheduler.limits.checks import unit_id
 from scheduler.reliability.failures import FailureMode
 from scheduler.sim import Kind
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.limits.bounds import DONE_FRACTION, job_check
-from scheduler.control.params import unit_id
+from scheduler.limits.checks import unit_id
 from scheduler.model.job_run import REJECTED
 from scheduler.model.state import Placement
 from scheduler.reliability.failures import FailureMode

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.control.inject import inject, placement_check
-from scheduler.model.job_run import DETECTING, DONE, DRAINING, QUEUED, REJECTED, RUNNING
+from scheduler.model.job_run import DETECTING, DRAINING, QUEUED, REJECTED, RUNNING
 from scheduler.sim import Kind
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, TrainingJob
 
@@ -85,7 +85,11 @@ class Observation:
 
 
 class MirrorBook:
-    """The mirror's own state, kept on the engine (``engine.mirror``): what it adopted."""
+    """The mirror's own state, kept on the engine (:attr:`Engine.mirror
+    <scheduler.engine.Engine.mirror>`): what it adopted."""
+
+    origin: float | None = None
+    """Wall-clock time (s) the twin's mirror driver maps simulated time 0 to; it sets this."""
 
     def __init__(self, n_gpus: int):
         self.runs: dict[str, int] = {}  # scheduler job id -> run index
@@ -100,21 +104,18 @@ class MirrorBook:
 
 
 def mirror_hold(engine) -> MirrorBook:
-    """Make ``engine`` a mirror: its scheduler held, a :class:`MirrorBook` attached."""
-    engine.scheduler.held = True
-    if getattr(engine, "mirror", None) is None:
-        engine.mirror = MirrorBook(engine.state.n_gpus)
-    return engine.mirror
+    """Make ``engine`` a mirror (:meth:`Engine.become_mirror
+    <scheduler.engine.Engine.become_mirror>`): its scheduler held; returns its book."""
+    return engine.become_mirror()
 
 
 def release_fork(fork, *, failures: bool = True) -> None:
     """A fork of a mirror runs by itself from now (a what-if): its scheduler places the
     pending jobs and (``failures``) the failure processes draw failures from now on, from the
     fork's own random streams (so seeds give the forecast its band)."""
-    fork.scheduler.held = False
-    if failures and not fork.reliability.enabled:
-        fork.reliability.enabled = True
-        fork.reliability.redraw()
+    fork.scheduler.release()
+    if failures:
+        fork.reliability.enable()
     # an instant now, so a pass runs even if nothing else happens (a backfill cycle wakes it)
     fork.scheduler.ctx.schedule(fork.now, Kind.BACKFILL, None)
 
@@ -344,15 +345,9 @@ def _end(engine, book: MirrorBook, run, state: str) -> None:
         jobs.release(run)
     elif run.state == QUEUED:
         jobs.leave_queue(run)
-    run.state = DONE
-    run.end_s = engine.now
+    jobs.end_reported(run, interrupted=cause is not None)
     if cause is not None:
-        run.interruptions += 1
-        rel.interruptions[cause] += 1
-        if state in PLANNED:
-            rel.planned += 1
-        else:
-            rel.unplanned += 1
+        rel.count_interruption(cause, planned=state in PLANNED)
     engine.kernel.log("job_end" if cause is None else "failure",
                       f"{run.spec.name} ({gpus} GPUs) ended in the cluster: {state}",
                       job=run.spec.name, cause=cause or state.lower())
@@ -381,7 +376,7 @@ def _telemetry(engine, book: MirrorBook, columns: dict[str, np.ndarray]) -> list
 
 def mirror_summary(engine) -> dict | None:
     """The mirror's part of a live frame (``None`` for an engine that simulates)."""
-    book = getattr(engine, "mirror", None)
+    book = engine.mirror
     if book is None:
         return None
     tel = book.telemetry

@@ -102,17 +102,12 @@ def replan(old, plan: ClusterPlan, node_map) -> tuple:
 
     # 2. the successor, at the same instant, with the old engine's books
     new = old.successor(plan)
-    new.replans = old.replans + 1
-    new.lineage = old.lineage
     new.kernel.streams.reseed(int(np.random.SeedSequence(
         [old.seed, new.replans]).generate_state(1)[0]))
     new.reliability.redraw()
     new.ledger.carry(old.ledger, model_map)
-    for key, value in old.scheduler.counters.items():
-        new.scheduler.counters[key] = new.scheduler.counters.get(key, 0) + value
-    for key, value in old.jobs.counters.items():
-        new.jobs.counters[key] += value
-    new.jobs.lend_loss_gpu_s += old.jobs.lend_loss_gpu_s
+    new.scheduler.carry_counters(old.scheduler)
+    new.jobs.carry_counters(old.jobs)
     new.burst.carry_pools(old.burst.pools)
 
     # 3. failures in flight, drains and lemons (on surviving nodes)

@@ -20,9 +20,9 @@ exact: it serves nothing and its reads fall through to the central tier.
 
 from __future__ import annotations
 
-from scheduler.limits.bounds import STORAGE_LEFT_MIN
-from scheduler.control.params import fraction
 from scheduler.hardware.cluster import StorageSpec
+from scheduler.limits.bounds import STORAGE_LEFT_MIN
+from scheduler.limits.checks import fraction
 
 TIERS = ("central", "nvme")
 CENTRAL_DOWN_LEFT = STORAGE_LEFT_MIN

@@ -45,10 +45,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scheduler.limits.bounds import Bound, drill_params
 from scheduler.control.drills import KINDS as DRILL_KINDS
 from scheduler.control.mirror import release_fork
-from scheduler.control.params import unit_id
+from scheduler.limits import checks
+from scheduler.limits.bounds import Bound, drill_params
 from scheduler.model.ledger import CATEGORIES, Ledger
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
@@ -83,7 +83,8 @@ _ARMS = ("productive_gpu_hours", "queue_wait_mean_h", "queue_wait_p95_h", "start
          "completed", "queued_at_end", "interruptions", "preemptions", "mfu", "ettr")
 
 
-def _number(x, digits: int = 6):
+def _rounded(x, digits: int = 6):
+    """A figure for the report, rounded (``None`` stays ``None``)."""
     return None if x is None else round(float(x), digits)
 
 
@@ -130,29 +131,23 @@ def action_check(action, engine=None) -> dict | None:
         raise ValueError(f"unknown action kind {kind!r}; choose one of: "
                          f"{', '.join(ACTION_KINDS)}")
     if kind == "none":
-        _only(kind, rest, ())
+        checks.keys(f"a {kind} action", rest, ())
         out = None
     elif kind == "policy":
-        _only(kind, rest, ("name", "placement"))
-        name, placement = rest.get("name"), rest.get("placement")
-        if name not in REGISTRY:
-            raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(REGISTRY)}")
-        if placement is not None and placement not in STRATEGIES:
-            raise ValueError(f"unknown placement {placement!r}; choose one of: "
-                             f"{', '.join(STRATEGIES)}")
+        checks.keys(f"a {kind} action", rest, ("name", "placement"))
+        name = checks.choice("policy", rest.get("name"), REGISTRY)
+        placement = checks.optional(checks.choice, "placement", rest.get("placement"),
+                                    STRATEGIES)
         out = {"kind": kind, "name": name, **({"placement": placement} if placement else {})}
     elif kind == "drain":
-        _only(kind, rest, ("unit", "target"))
-        if rest.get("unit") not in DRAIN_UNITS:
-            raise ValueError(f"drain unit must be one of {', '.join(DRAIN_UNITS)}, "
-                             f"not {rest.get('unit')!r}")
-        out = {"kind": kind, "unit": rest["unit"], "target": _int_id(rest.get("target"))}
+        checks.keys(f"a {kind} action", rest, ("unit", "target"))
+        out = {"kind": kind, "unit": checks.one_of("drain unit", rest.get("unit"), DRAIN_UNITS),
+               "target": checks.unit_id("target", rest.get("target"), from_text=True)}
     else:
         target = rest.pop("target", "random")
-        if isinstance(target, str) and target.strip().isdigit():
+        if isinstance(target, str) and target.strip().isdecimal():
             target = int(target)
-        elif not (isinstance(target, str) or (isinstance(target, int | np.integer)
-                                                and not isinstance(target, bool))):
+        elif not (isinstance(target, str) or checks.is_integer(target)):
             raise ValueError(f"target must be 'random', an integer id or a name, "
                              f"not {target!r}")
         out = {"kind": kind, "target": target if isinstance(target, str) else int(target),
@@ -160,21 +155,6 @@ def action_check(action, engine=None) -> dict | None:
     if engine is not None and out is not None:
         apply_action(_fork(engine, None), out)
     return out
-
-
-def _only(kind: str, given: dict, allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        takes = ", ".join(allowed) or "nothing"
-        raise ValueError(f"a {kind} action takes {takes}; not {', '.join(unknown)}")
-
-
-def _int_id(value) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"target must be an integer id, not {value!r}")
-    return int(value)
 
 
 def apply_action(engine, action: dict | None) -> dict:
@@ -197,13 +177,13 @@ def apply_action(engine, action: dict | None) -> dict:
 
 def _drain(engine, unit: str, target: int) -> dict:
     if unit == "rack":
-        rack = unit_id("rack", target, engine.plan.n_racks)
+        rack = checks.unit_id("rack", target, engine.plan.n_racks)
         nodes = np.flatnonzero(engine.plan.node_rack == rack).tolist()
         for n in nodes:
             engine.command("drain_node", node=n)
         return {"rack": rack, "nodes_drained": len(nodes), "jobs": []}
     above = np.flatnonzero(engine.plan.fabric.switch_tier > 0)
-    spine = unit_id("spine", target, int(above.size))
+    spine = checks.unit_id("spine", target, int(above.size))
     out = engine.command("switch_down", switch=int(above[spine]))
     return {**out, "spine": spine}
 
@@ -233,17 +213,17 @@ def _arm_figures(engine, start: Ledger, t0: float, counts0: dict) -> dict:
             weights.append(r.gpus)
             ettrs.append(e)
     return {
-        "productive_gpu_hours": _number(hours["productive"]),
-        "gpu_hours": {c: _number(hours[c]) for c in CATEGORIES},
-        "queue_wait_mean_h": _number(np.mean(waits)) if waits else None,
-        "queue_wait_p95_h": _number(np.percentile(waits, 95)) if waits else None,
+        "productive_gpu_hours": _rounded(hours["productive"]),
+        "gpu_hours": {c: _rounded(hours[c]) for c in CATEGORIES},
+        "queue_wait_mean_h": _rounded(np.mean(waits)) if waits else None,
+        "queue_wait_p95_h": _rounded(np.percentile(waits, 95)) if waits else None,
         "started": len(waits),
         "completed": sum(1 for r in runs if r.end_s is not None and t0 < r.end_s <= t1),
         "queued_at_end": sum(1 for r in runs if r.state == "queued"),
         "interruptions": sum(r.interruptions for r in runs) - counts0["interruptions"],
         "preemptions": sum(r.preemptions for r in runs) - counts0["preemptions"],
-        "mfu": _number(led.mfu()["achieved"]),
-        "ettr": _number(np.average(ettrs, weights=weights)) if ettrs else None,
+        "mfu": _rounded(led.mfu()["achieved"]),
+        "ettr": _rounded(np.average(ettrs, weights=weights)) if ettrs else None,
     }
 
 
@@ -263,14 +243,14 @@ def _knocked(base, act) -> list[str]:
 
 
 def _delta(a, b):
-    return None if a is None or b is None else _number(a - b)
+    return None if a is None or b is None else _rounded(a - b)
 
 
 def _fork(engine, seed: int | None):
     """A copy of ``engine`` under ``seed``; a mirror's copy runs by itself (its scheduler and
     failure processes released: :func:`scheduler.control.mirror.release_fork`)."""
     fork = engine.fork(seed)
-    if getattr(fork, "mirror", None) is not None:
+    if fork.mirror is not None:
         release_fork(fork)
     return fork
 
@@ -293,7 +273,7 @@ def one_seed(engine, action: dict | None, *, hours: float, seed: int) -> dict:
     delta = {k: _delta(a[k], b[k]) for k in _ARMS}
     delta["gpu_hours"] = {c: _delta(a["gpu_hours"][c], b["gpu_hours"][c]) for c in CATEGORIES}
     delta["jobs_hit"] = len(hit)
-    delta["gpu_hours_lost"] = _number(b["productive_gpu_hours"] - a["productive_gpu_hours"])
+    delta["gpu_hours_lost"] = _rounded(b["productive_gpu_hours"] - a["productive_gpu_hours"])
     return {"seed": seed, "applied": applied, "jobs_hit": hit, "baseline": b, "action": a,
             "delta": delta}
 
@@ -302,8 +282,8 @@ def _band(values: list) -> dict | None:
     vals = [v for v in values if v is not None]
     if not vals:
         return {"mean": None, "min": None, "max": None}
-    return {"mean": _number(sum(vals) / len(vals)), "min": _number(min(vals)),
-            "max": _number(max(vals))}
+    return {"mean": _rounded(sum(vals) / len(vals)), "min": _rounded(min(vals)),
+            "max": _rounded(max(vals))}
 
 
 def _summary(per_seed: list[dict]) -> dict:
@@ -396,7 +376,7 @@ def whatif(engine, action: dict | None, *, hours: float, seeds: Sequence[int],
             progress(i + 1, len(seeds))
     s = engine.state
     return {
-        "from": {"t_sim": _number(engine.now, 3), "seed": engine.seed, "gpus": int(s.n_gpus),
+        "from": {"t_sim": _rounded(engine.now, 3), "seed": engine.seed, "gpus": int(s.n_gpus),
                  "nodes": int(engine.plan.n_nodes), "preset": engine.plan.preset or None},
         "action": action, "hours": hours, "seeds": seeds,
         "band": BAND if len(seeds) > 1 else "none (one seed)",

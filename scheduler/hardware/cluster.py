@@ -2,7 +2,7 @@
 
 A :class:`ClusterPlan` is what ``build_cluster`` writes into the database and what the engine
 later reads back: numpy arrays indexed by integer ids for GPUs, nodes and racks, the
-:class:`~scheduler.physics.fabric.topology.Fabric` that joins them, storage systems and cloud pools.
+:class:`~scheduler.fabric.topology.Fabric` that joins them, storage systems and cloud pools.
 GPU ``g`` is endpoint ``g`` of the compute fabric: GPU ``i`` of node ``n`` is NIC port ``i``,
 which on a rail-optimised fabric lands on rail ``i``.
 """
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scheduler.fabric import build_fabric
+from scheduler.fabric.optics import COMPUTE_MODULE, compute_optics, support_fabrics
+from scheduler.fabric.topology import TIERS, Fabric
+from scheduler.hardware import power
 from scheduler.hardware.catalog import Accelerator, get
-from scheduler.physics import power
-from scheduler.physics.fabric import build_fabric
-from scheduler.physics.fabric.optics import COMPUTE_MODULE, compute_optics, support_fabrics
-from scheduler.physics.fabric.topology import TIERS, Fabric
 
 RACKS_PER_ROW = 16
 ROWS_PER_HALL = 20
@@ -175,7 +175,7 @@ def plan_cluster(name: str, groups: tuple[NodeGroup, ...], *, fabric_kind: str,
     fabric_kind : str
         ``"fat-tree"``, ``"dragonfly+"``, ``"rail"`` or ``"island"``.
     fabric_kw : dict, optional
-        Extra arguments for :func:`scheduler.physics.fabric.build_fabric`.
+        Extra arguments for :func:`scheduler.fabric.build_fabric`.
 
     Examples
     --------

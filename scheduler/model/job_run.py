@@ -72,6 +72,11 @@ def segment_length(need_s: float, restart_s: float, interval_s: float, write_s: 
     return restart_s + need_s + checkpoints * write_s
 
 
+_OWN_SLOTS = frozenset(("idx", "models", "affinity", "sig", "event", "end_key", "gids",
+                        "placement", "model"))
+"""What a run carried over to another engine keeps of its own (:meth:`JobRun.take_history`)."""
+
+
 class JobRun:
     """Mutable engine-side state of one training job (not shared with other engines).
 
@@ -125,6 +130,15 @@ class JobRun:
         self.restore_from_disk = False
         self.end_key: tuple | None = None  # its entry in the lifecycle's index of ends
         self.gpus: int = spec.gpus  # the gang's size (read in every pass: a plain slot)
+
+    def take_history(self, old: JobRun) -> None:
+        """Take ``old``'s history (a run carried over from another engine): all but its index,
+        the models it may use here and what ties it to the old cluster (its pending event,
+        its entry in the index of ends, its GPUs, placement and model)."""
+        for name in self.__slots__:
+            if name not in _OWN_SLOTS:
+                setattr(self, name, getattr(old, name))
+        self.sig = (self.models, self.affinity)
 
     def need_s(self) -> float:
         """Compute seconds still to do at the current (possibly slowed) rate."""

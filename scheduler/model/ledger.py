@@ -65,6 +65,10 @@ class Ledger:
         self.gpu_s[INDEX[category], model] += max(gpu_seconds, 0.0)
         self.achieved_flops += achieved_flops
 
+    def book_checkpoint_gb(self, gb: float) -> None:
+        """Count ``gb`` GB of checkpoints written."""
+        self.checkpoint_gb += gb
+
     def book_rates(self, rates: np.ndarray, seconds: float) -> None:
         """Book ``rates[k, m]`` GPUs of model ``m`` in category :data:`CAPACITY` ``[k]`` for
         ``seconds``."""

@@ -19,6 +19,8 @@ import numpy as np
 from scheduler.hardware.cluster import ClusterPlan
 
 FREE = -1
+REPLICA_BASE = 1 << 40
+"""Owner ids of inference replicas start here, above any training job's index."""
 LEVELS = ("nvlink", "leaf", "pod")
 """Topology levels below the whole cluster, tightest first (as ``workload.jobs.AFFINITIES``)."""
 

@@ -2,10 +2,10 @@
 
 Every ``tick_s`` of simulated time (and when a failure changes the fabric or cooling), the
 running gangs' scale-out traffic is routed over the fabric and each gang gets its max-min share
-(:mod:`scheduler.physics.fabric.routing`); its step is priced from its parallelism at that share
-(:mod:`scheduler.physics.fabric.step_time`); the storage tiers serve its input reads
+(:mod:`scheduler.fabric.routing`); its step is priced from its parallelism at that share
+(:mod:`scheduler.physics.step_time`); the storage tiers serve its input reads
 (:mod:`scheduler.physics.storage`); and the racks' power and cooling limits set its throttle
-(:mod:`scheduler.physics.power`).  A gang's wall time then splits into compute (productive),
+(:mod:`scheduler.hardware.power`).  A gang's wall time then splits into compute (productive),
 the compute slowed by a cap (throttled), exposed communication, and data stall::
 
     T = (c / theta + x) / (1 - sigma)
@@ -23,14 +23,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scheduler.fabric.routing import Router
 from scheduler.hardware.cluster import ClusterPlan
+from scheduler.hardware.power import PowerModel, power_report
 from scheduler.model.job_run import RUNNING
-from scheduler.model.state import ClusterState
-from scheduler.physics.fabric.routing import Router
-from scheduler.physics.fabric.step_time import step_breakdown
-from scheduler.physics.power import PowerModel, power_report
+from scheduler.model.state import REPLICA_BASE, ClusterState
+from scheduler.physics.step_time import step_breakdown
 from scheduler.physics.storage import StorageModel
-from scheduler.scheduling.inference import REPLICA_BASE
 from scheduler.sim import Context, Kind
 
 INFERENCE_UTILISATION = 0.6

@@ -1,6 +1,6 @@
 """Per-layer cost of a transformer training step: FLOPs, kernel efficiency, pipeline bubble.
 
-The pieces :func:`scheduler.physics.fabric.step_time.step_breakdown` assembles into a step.
+The pieces :func:`scheduler.physics.step_time.step_breakdown` assembles into a step.
 
 FLOPs (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
 Megatron-LM", SC'21, sec. 5.1, eq. 3): per token and layer, the GEMMs do ``2 P_layer`` FLOPs

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.hardware.cluster import ClusterPlan
-from scheduler.reliability.checkpoint import NODE_STORAGE_GB_S
+
+NODE_STORAGE_GB_S = 100.0
+"""Storage bandwidth one node can drive, GB/s: a DGX H100 has two dual-port 400G cards for
+storage and in-band traffic (figures.md); one 400 Gb/s port each is 100 GB/s."""
 
 TEXT_BYTES_PER_TOKEN = 2.0
 """Tokenised text: one uint16 id per token, B (Megatron-LM's indexed datasets store uint16 ids
@@ -53,7 +56,7 @@ GDS-enabled application "should be able to read data at over 40 GBps" from the s
 NODE_READ_GB_S, NODE_WRITE_GB_S = NODE_CEILINGS_GB_S["best"]
 """Per-node ceilings used when a plan's central :class:`StorageSpec` gives none: the RA's
 "Best" tier, the only one sized for large training jobs.  Both lie below the node's storage
-NICs (:data:`~scheduler.reliability.checkpoint.NODE_STORAGE_GB_S`, 2 x 400 Gb/s line rate)."""
+NICs (:data:`NODE_STORAGE_GB_S`, 2 x 400 Gb/s line rate)."""
 
 MIXED_READ_WRITE = True
 """Whether reads and writes share one budget on the central tier: ``read/R + write/W <= 1``.

@@ -26,9 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NODE_STORAGE_GB_S = 100.0
-"""Storage bandwidth one node can drive, GB/s: a DGX H100 has two dual-port 400G cards for
-storage and in-band traffic (figures.md); one 400 Gb/s port each is 100 GB/s."""
+from scheduler.physics.storage import NODE_STORAGE_GB_S, checkpoint_share_gb_s
 
 RESCHEDULE_S = 120.0
 """Rescheduling: relaunch of the job's processes, rendezvous, NCCL communicator set-up, s
@@ -241,8 +239,6 @@ class CheckpointCosts:
         self.storage_factor /= factor
 
     def _bandwidth(self, tier_gb_s: float, nodes: int, key: int | None) -> float:
-        # storage imports this module's NODE_STORAGE_GB_S: import it when first asked
-        from scheduler.physics.storage import checkpoint_share_gb_s
         others = self.load.duty_nodes if key is None else self.load.others(key)
         return checkpoint_share_gb_s(tier_gb_s * self.storage_factor, nodes=nodes,
                                      other_duty_nodes=others,

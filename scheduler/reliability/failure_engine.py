@@ -23,9 +23,8 @@ from scheduler.model.job_run import DRAINING, RUNNING
 from scheduler.model.state import ClusterState
 from scheduler.reliability.checkpoint import CheckpointCosts
 from scheduler.reliability.failures import EFFECTS, MODES, FailureMode, unit_counts
-from scheduler.reliability.recovery import Recovery
+from scheduler.reliability.recovery import Jobs, Recovery
 from scheduler.reliability.spares import SparePool
-from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.sim import Context, Handle, Kind
 
 LEMON_FAILURES = 3
@@ -47,7 +46,7 @@ class FailureEngine:
     """
 
     def __init__(self, ctx: Context, *, plan: ClusterPlan, state: ClusterState,
-                 jobs: JobLifecycle, recovery: Recovery, spares: SparePool,
+                 jobs: Jobs, recovery: Recovery, spares: SparePool,
                  costs: CheckpointCosts, enabled: bool, weibull_shape: float | None = None,
                  modes: tuple[FailureMode, ...] = MODES):
         if weibull_shape is not None and (isinstance(weibull_shape, bool)
@@ -107,6 +106,21 @@ class FailureEngine:
             return
         for k in range(len(self.modes)):
             self._schedule(k)
+
+    def enable(self) -> None:
+        """Run the failure processes from now, each drawing its next failure afresh (a fork
+        of a mirror forecasting on its own); nothing changes if they already run."""
+        if not self.enabled:
+            self.enabled = True
+            self.redraw()
+
+    def count_interruption(self, cause: str, *, planned: bool) -> None:
+        """Count a training gang stopped by ``cause`` (here, or in a mirrored cluster)."""
+        self.interruptions[cause] += 1
+        if planned:
+            self.planned += 1
+        else:
+            self.unplanned += 1
 
     def redraw(self) -> None:
         """Draw every process's next failure again from now (after the streams were reseeded:
@@ -233,11 +247,7 @@ class FailureEngine:
                 self.recovery.interrupt(run, cause=mode.cause, detect_s=mode.detect_s,
                                         planned=mode.planned, failed_nodes=nodes)
                 hit.append(idx)
-                self.interruptions[mode.cause] += 1
-                if mode.planned:
-                    self.planned += 1
-                else:
-                    self.unplanned += 1
+                self.count_interruption(mode.cause, planned=mode.planned)
             else:
                 self.while_down[mode.cause] += 1
         return hit

@@ -10,20 +10,41 @@ again.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from scheduler.model.job_run import DRAINING, JobRun
-from scheduler.model.state import ClusterState
+from scheduler.model.state import ClusterState, Placement
 from scheduler.reliability import checkpoint
 from scheduler.reliability.spares import SparePool
-from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.sim import Context, Kind
+
+
+class Jobs(Protocol):
+    """The job lifecycle as reliability asks it (scheduling's
+    :class:`~scheduler.scheduling.lifecycle.JobLifecycle`); reliability sits below scheduling,
+    so it names the methods it calls, not the class."""
+
+    costs: checkpoint.CheckpointCosts
+    runs: list[JobRun]
+    running: dict[int, JobRun]
+
+    def abort_drain(self, run: JobRun) -> None: ...
+    def close(self, run: JobRun, how: str, lost_category: str = "preempted",
+              disk_fallback: bool = False) -> None: ...
+    def hang(self, run: JobRun, *, detect_s: float) -> None: ...
+    def book_detection(self, run: JobRun) -> None: ...
+    def release(self, run: JobRun) -> None: ...
+    def resume(self, run: JobRun, placement: Placement) -> None: ...
+    def requeue(self, run: JobRun) -> None: ...
+    def rerate_all(self) -> list[int]: ...
 
 
 class Recovery:
     """Interrupts gangs and handles their failures' detection (``DETECT`` events)."""
 
-    def __init__(self, ctx: Context, *, state: ClusterState, jobs: JobLifecycle,
+    def __init__(self, ctx: Context, *, state: ClusterState, jobs: Jobs,
                  spares: SparePool, recovery: str):
         self.ctx = ctx
         self.state = state
@@ -53,7 +74,6 @@ class Recovery:
             fallback = (not planned and self.mode == "memory" and failed_nodes is not None
                         and checkpoint.replica_group_lost(run.placement.nodes, failed_nodes))
             if fallback:
-                run.restore_from_disk = True
                 self.memory_fallbacks += 1
             self.jobs.close(run, "lend" if planned else "kill", "lost_work",
                             disk_fallback=fallback)
@@ -71,8 +91,7 @@ class Recovery:
         self.jobs.release(run)
         if swap is not None:
             s.set_node_flags(swap.nodes, spare=False)
-            run.queued_since = self.ctx.now
-            self.jobs.start(run, swap)
+            self.jobs.resume(run, swap)
             self.ctx.log("recover", f"{run.spec.name} resumes on {int(bad.sum())} hot spare(s)",
                          job=run.spec.name)
         else:

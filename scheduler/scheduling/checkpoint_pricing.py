@@ -50,12 +50,13 @@ class CheckpointPricing:
         Each job's own interval, Young/Daly per gang ("auto"), or seconds for every job.
     """
 
-    modes = MODES  # the failure profile "auto" intervals follow (the engine sets its own)
+    modes = MODES  # (a class default, so engines pickled before profiles load)
 
-    def __init__(self, costs: CheckpointCosts, interval=None):
+    def __init__(self, costs: CheckpointCosts, interval=None, modes: tuple | None = None):
         check_interval(interval)
         self.costs = costs
         self.interval = interval
+        self.modes = MODES if modes is None else modes  # the profile "auto" intervals follow
 
     def price(self, run: JobRun, nodes: int) -> None:
         """Set ``run``'s stall, lag and interval for a gang on ``nodes`` nodes and record its

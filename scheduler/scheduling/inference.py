@@ -19,14 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.hardware.cluster import ClusterPlan
-from scheduler.model.state import ClusterState, Placement
+from scheduler.model.state import REPLICA_BASE, ClusterState, Placement
 from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.scheduling.placement import Request
 from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import InferenceService
-
-REPLICA_BASE = 1 << 40
-"""Owner ids of replicas start here, above any training job's index."""
 
 
 @dataclass

@@ -8,16 +8,16 @@ state with a pending event cancels that event's handle.
 
 How fast a placed gang runs is the *speed model*'s answer (:meth:`JobLifecycle.use_speed_model`):
 the fabric/storage/power physics when it is on, the failure engine's slowdowns when it is off.
+What a closed segment books is :mod:`scheduler.scheduling.segments`; when gangs free their GPUs
+and which moved are kept in :mod:`scheduler.scheduling.running_index`.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
-from sortedcontainers import SortedList
 
 from scheduler.model.job_run import (
     CANCELLED,
@@ -35,11 +35,12 @@ from scheduler.model.job_run import (
 )
 from scheduler.model.ledger import Ledger
 from scheduler.model.state import ClusterState, Placement
-from scheduler.reliability.checkpoint import CheckpointCosts, disk_persisted_s
+from scheduler.reliability.checkpoint import CheckpointCosts
 from scheduler.scheduling.admission import Admission
 from scheduler.scheduling.checkpoint_pricing import CheckpointPricing
 from scheduler.scheduling.queue_index import QueueIndex
-from scheduler.scheduling.running_index import RunningIndex
+from scheduler.scheduling.running_index import EndIndex, MoveLog, RunningIndex
+from scheduler.scheduling.segments import book_segment, run_ettr
 from scheduler.scheduling.tenants import TenantBook
 from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import TrainingJob
@@ -66,12 +67,15 @@ class JobLifecycle:
         Peak BF16 FLOP/s per accelerator model.
     checkpoint_interval : None, "auto" or float
         Each job's own interval, Young/Daly from the job's failure rate ("auto"), or seconds.
+    failure_modes : tuple of FailureMode, optional
+        The failure profile "auto" intervals follow (default: the Llama 3 one).
     """
 
     def __init__(self, ctx: Context, *, state: ClusterState, ledger: Ledger,
                  tenants: TenantBook, costs: CheckpointCosts, admission: Admission,
-                 peak_flops: np.ndarray, checkpoint_interval=None):
-        self.pricing = CheckpointPricing(costs, checkpoint_interval)
+                 peak_flops: np.ndarray, checkpoint_interval=None,
+                 failure_modes: tuple | None = None):
+        self.pricing = CheckpointPricing(costs, checkpoint_interval, modes=failure_modes)
         self.ctx = ctx
         self.state = state
         self.ledger = ledger
@@ -85,14 +89,10 @@ class JobLifecycle:
         self.running: dict[int, JobRun] = {}
         self.queue_version = 0
         self.index = QueueIndex()
-        # (when its GPUs free up, GPUs, run) of every running or draining gang, per model
-        self._ends = [SortedList() for _ in range(state.n_models)]
+        self._ends = EndIndex(state.n_models)  # when each running or draining gang frees GPUs
         # running gangs by model and priority, borrowers by tenant: what preemption asks
         self.holders = RunningIndex()
-        # running gangs that started, or changed state or segment, in order (preemption's
-        # memo of a failed attempt reads only what is new here); positions are absolute
-        self._moved: list[JobRun] = []
-        self._moved_base = 0
+        self._moved = MoveLog()  # what preemption's memo of a failed attempt reads
         self.counters = {"placements": 0, "preemptions": 0}
         self.lend_loss_gpu_s = 0.0
         self.speed_model = None
@@ -157,13 +157,8 @@ class JobLifecycle:
         longer hold it), a running one on ``placement`` (this engine's node ids) with its open
         segment, checkpoints and expected end kept: it does not notice the move."""
         run = self.admission.admit(len(self.runs), old.spec)
-        fresh_models, fresh_affinity, fresh_state = run.models, run.affinity, run.state
-        for name in old.__slots__:
-            if name not in ("idx", "models", "affinity", "sig", "event", "end_key", "gids",
-                            "placement", "model"):
-                setattr(run, name, getattr(old, name))
-        run.models, run.affinity = fresh_models, fresh_affinity
-        run.sig = (run.models, run.affinity)
+        fresh_state = run.state
+        run.take_history(old)
         self.runs.append(run)
         if old.state in (DONE, REJECTED, CLOUD, CANCELLED, HELD):
             run.model = model
@@ -174,7 +169,7 @@ class JobLifecycle:
                                    f"of this cluster can hold {run.gpus} GPUs", job=run.spec.name)
             return run
         if placement is None:
-            self._enqueue(run)
+            self.requeue(run)
             run.queued_since = old.queued_since
             return run
         j = run.spec
@@ -186,12 +181,18 @@ class JobLifecycle:
         run.placement = placement
         run.model = placement.model
         run.event = self.ctx.schedule(run.expected_end, Kind.FINISH, run)
-        self._set_end(run, run.expected_end)
+        self._ends.set(run, run.expected_end)
         self.running[run.idx] = run
         self.holders.add(run)
         self.tenants.add(run, +1)
-        self._note_moved(run)
+        self._moved.note(run)
         return run
+
+    def carry_counters(self, old: JobLifecycle) -> None:
+        """Add ``old``'s counters and lending loss to these (a re-plan's successor)."""
+        for key, value in old.counters.items():
+            self.counters[key] += value
+        self.lend_loss_gpu_s += old.lend_loss_gpu_s
 
     def stop_for_replan(self, run: JobRun) -> None:
         """Stop a gang whose nodes a re-plan changes: a running one loses the work since its
@@ -214,45 +215,39 @@ class JobLifecycle:
             self.ctx.log("reject", f"{run.spec.name}: no accelerator of this cluster can hold "
                                    f"{run.gpus} GPUs of {run.spec.requirement.describe()}")
             return
-        self._enqueue(run)
+        self.requeue(run)
         for w in self._arrival_watchers:
             w.on_arrive(run)
 
-    def _enqueue(self, run: JobRun) -> None:
+    def requeue(self, run: JobRun) -> None:
+        """Back to the queue (after a preemption, an eviction or a lost cloud region)."""
         run.state = QUEUED
         run.queued_since = self.ctx.now
         self.queue[run.idx] = run
         self.index.add(run)
         self.queue_version += 1
 
-    def _dequeue(self, run: JobRun) -> None:
+    def leave_queue(self, run: JobRun) -> None:
+        """Take a queued run out of the queue (it runs elsewhere, e.g. in a cloud pool)."""
         if self.queue.pop(run.idx, None) is not None:
             self.index.remove(run)
             self.queue_version += 1
 
-    def requeue(self, run: JobRun) -> None:
-        """Back to the queue (after a preemption, an eviction or a lost cloud region)."""
-        self._enqueue(run)
-
-    def leave_queue(self, run: JobRun) -> None:
-        """Take a queued run out of the queue (it runs elsewhere, e.g. in a cloud pool)."""
-        self._dequeue(run)
-
     def hold(self, run: JobRun) -> None:
         """Keep a queued run out of every pass until :meth:`unhold` (Slurm's JobHeldUser)."""
-        self._dequeue(run)
+        self.leave_queue(run)
         run.state = HELD
 
     def unhold(self, run: JobRun) -> None:
         """A held run back in the queue with its submit time, priority and wait so far."""
         since = run.queued_since
-        self._enqueue(run)
+        self.requeue(run)
         run.queued_since = since
 
     def set_priority(self, run: JobRun, priority: int) -> None:
         """A queued or held run's new priority; a queued one takes its place in the queue."""
         queued = run.idx in self.queue
-        self._dequeue(run)
+        self.leave_queue(run)
         run.spec = replace(run.spec, priority=priority)
         if queued:
             self.unhold(run)
@@ -264,7 +259,7 @@ class JobLifecycle:
         if run.state == RUNNING:
             self.close(run, "kill", "preempted")
             self.release(run)
-        self._dequeue(run)
+        self.leave_queue(run)
         run.state = CANCELLED
         run.end_s = self.ctx.now
         self.counters["cancelled"] = self.counters.get("cancelled", 0) + 1
@@ -298,12 +293,17 @@ class JobLifecycle:
         run.borrowed = not self.tenants.within_quota(run)
         run.state = RUNNING
         self._open_segment(run, run.restart_s)
-        self._dequeue(run)
+        self.leave_queue(run)
         self.running[run.idx] = run
         self.holders.add(run)
         self.tenants.add(run, +1)
         self.counters["placements"] += 1
-        self._note_moved(run)
+        self._moved.note(run)
+
+    def resume(self, run: JobRun, placement: Placement) -> None:
+        """Restart an evicted gang on ``placement`` at once (hot spares): it waits for nothing."""
+        run.queued_since = self.ctx.now
+        self.start(run, placement)
 
     def _open_segment(self, run: JobRun, restart_s: float) -> None:
         now = self.ctx.now
@@ -311,33 +311,16 @@ class JobLifecycle:
         run.expected_end = now + segment_length(run.need_s(), restart_s, run.interval_s,
                                                 run.write_s)
         run.event = self.ctx.schedule(run.expected_end, Kind.FINISH, run)
-        self._set_end(run, run.expected_end)
-
-    def _set_end(self, run: JobRun, t: float | None) -> None:
-        """Index when ``run``'s GPUs free up (``None``: they are not expected to)."""
-        if run.end_key is not None:
-            self._ends[run.model].remove(run.end_key)
-            run.end_key = None
-        if t is not None:
-            run.end_key = (t, run.gpus, run.idx)
-            self._ends[run.model].add(run.end_key)
-
-    def _note_moved(self, run: JobRun) -> None:
-        self._moved.append(run)
-        if len(self._moved) > 65_536:  # forget the older half: older marks read as expired
-            del self._moved[:32_768]
-            self._moved_base += 32_768
+        self._ends.set(run, run.expected_end)
 
     def moved_mark(self) -> int:
         """A position in the log of running gangs that started or changed (for
         :meth:`moved_since`)."""
-        return self._moved_base + len(self._moved)
+        return self._moved.mark()
 
     def moved_since(self, mark: int) -> list[JobRun] | None:
         """Running gangs that started or changed since ``mark``; ``None`` if forgotten."""
-        if mark < self._moved_base:
-            return None
-        return self._moved[mark - self._moved_base:]
+        return self._moved.since(mark)
 
     def lowest_running_priority(self) -> float:
         """The lowest priority of a gang holding GPUs (infinity if none does)."""
@@ -350,50 +333,15 @@ class JobLifecycle:
     def ends(self, models) -> Iterator[tuple[float, int, int]]:
         """``(time, GPUs)`` at which running and draining gangs of ``models`` free their GPUs,
         earliest first (ties: fewest GPUs first); an iterator, merged lazily."""
-        if len(models) == 1:
-            return iter(self._ends[models[0]])
-        return heapq.merge(*(self._ends[m] for m in models))
-
-    # ----------------------------------------------------------------- books
-    def book_segment(self, ledger: Ledger, run: JobRun, t: float, how: str,
-                     lost_category: str = "preempted", disk_fallback: bool = False) -> float:
-        """Book ``run``'s open segment up to ``t`` into ``ledger``; return compute kept (s).
-
-        ``how``: ``finish``/``lend``/``end`` keep all compute, ``kill`` keeps what the last
-        checkpoint covers and books the rest to ``lost_category``.
-        """
-        g, m = run.gpus, run.model
-        if run.state == DRAINING:
-            ledger.book("checkpoint_stall", m, g * (t - run.seg_start))
-            return 0.0
-        if run.state == DETECTING:
-            ledger.book("recovery", m, g * (t - run.seg_start))
-            return 0.0
-        b = run.books_at(t)
-        kept = b.saved_s if how == "kill" else b.computed_s
-        if disk_fallback:
-            # only what reached disk survives; persists run every DISK_PERSIST_S of compute
-            kept = min(kept, disk_persisted_s(b.computed_s))
-        kept = min(kept, run.need_s())
-        lost = b.computed_s - kept
-        ledger.book("productive", m, g * kept * run.slow,
-                    achieved_flops=kept * run.rate * run.slow)
-        for category, fraction in run.slow_split:
-            ledger.book(category, m, g * kept * fraction)
-        ledger.book(lost_category, m, g * lost)
-        if lost_category == "lost_work":
-            run.lost_gpu_s += g * lost
-        ledger.book("recovery", m, g * b.recovery_s)
-        if run.write_s > 0:
-            ledger.checkpoint_gb += b.stall_s // run.write_s * run.spec.checkpoint_gb
-        ledger.book("checkpoint_stall", m, g * b.stall_s)
-        return kept
+        return self._ends.ends(models)
 
     def close(self, run: JobRun, how: str, lost_category: str = "preempted",
               disk_fallback: bool = False) -> None:
-        """Book the open segment now and keep its progress (see :meth:`book_segment`)."""
-        kept = self.book_segment(self.ledger, run, self.ctx.now, how, lost_category,
-                                 disk_fallback)
+        """Book the open segment now and keep its progress
+        (:func:`~scheduler.scheduling.segments.book_segment`)."""
+        if disk_fallback:
+            run.restore_from_disk = True  # its next start restores from disk
+        kept = book_segment(self.ledger, run, self.ctx.now, how, lost_category, disk_fallback)
         run.remaining_flops = max(0.0, run.remaining_flops - kept * run.rate * run.slow)
         run.kept_s += kept
         run.cancel_event()
@@ -405,7 +353,7 @@ class JobLifecycle:
                            ram_gb_per_gpu=j.ram_gb_per_gpu, nic_gbps_per_gpu=j.nic_gbps_per_gpu)
         if self.running.pop(run.idx, None) is not None:
             self.holders.remove(run)
-        self._set_end(run, None)
+        self._ends.set(run, None)
         self.tenants.add(run, -1)
         self.pricing.release(run)
         run.gids = np.zeros(0, dtype=np.int64)
@@ -418,6 +366,13 @@ class JobLifecycle:
         self.release(run)
         run.state = DONE
         run.end_s = self.ctx.now
+
+    def end_reported(self, run: JobRun, *, interrupted: bool) -> None:
+        """A mirrored job ended in the real cluster (its GPUs and queue place given back)."""
+        run.state = DONE
+        run.end_s = self.ctx.now
+        if interrupted:
+            run.interruptions += 1
 
     def preempt(self, run: JobRun, *, reason: str, lost_category: str = "preempted") -> None:
         """Stop a running gang at once; work since its last checkpoint is lost."""
@@ -436,10 +391,10 @@ class JobLifecycle:
         run.state = DRAINING
         run.seg_start = now
         run.lendings += 1
-        self._note_moved(run)
+        self._moved.note(run)
         done = now + run.write_s + run.lag_s  # the GPUs go once the checkpoint is usable
         run.event = self.ctx.schedule(done, Kind.DRAIN_DONE, run)
-        self._set_end(run, done)
+        self._ends.set(run, done)
         self.ctx.log("lend", f"{run.spec.name} ({run.gpus} GPUs) checkpoints and lends its "
                              "GPUs to inference", job=run.spec.name)
         return done
@@ -465,8 +420,8 @@ class JobLifecycle:
         """The gang stopped on a failure and holds its GPUs until it is detected (a DETECT
         event ``detect_s`` from now)."""
         run.state = DETECTING
-        self._note_moved(run)
-        self._set_end(run, None)
+        self._moved.note(run)
+        self._ends.set(run, None)
         run.seg_start = self.ctx.now
         run.detect_s = detect_s
         run.interruptions += 1
@@ -488,7 +443,7 @@ class JobLifecycle:
         run.slow, run.slow_split = slow, split
         run.restart_s = 0.0
         self._open_segment(run, 0.0)
-        self._note_moved(run)
+        self._moved.note(run)
         return True
 
     def rerate_all(self) -> list[int]:
@@ -512,7 +467,7 @@ class JobLifecycle:
             run.write_s, run.lag_s, run.interval_s = after
             run.restart_s = 0.0
             self._open_segment(run, 0.0)
-            self._note_moved(run)
+            self._moved.note(run)
             changed.append(run.idx)
         return changed
 
@@ -532,18 +487,9 @@ class JobLifecycle:
         """The ledger with every open segment booked up to now (nothing is changed)."""
         led = self.ledger.copy()
         for run in self.running.values():
-            self.book_segment(led, run, self.ctx.now, "end")
+            book_segment(led, run, self.ctx.now, "end")
         return led
 
     def ettr(self, run: JobRun, led_t: float | None = None) -> float | None:
         """Share of ``run``'s wall time since its first start that made kept progress."""
-        if run.first_start is None or run.state == CLOUD or run.cloud_pool >= 0:
-            return None
-        t = run.end_s if run.end_s is not None else (led_t or self.ctx.now)
-        wall = t - run.first_start
-        if wall <= 0:
-            return None
-        kept = run.kept_s
-        if run.state == RUNNING:
-            kept += min(run.books_at(t).computed_s, run.need_s())
-        return min(1.0, kept / wall)
+        return run_ettr(run, led_t or self.ctx.now)

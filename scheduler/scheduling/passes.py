@@ -54,7 +54,8 @@ class Scheduler:
     """
 
     held = False
-    """Place nothing (a mirror: the real cluster's scheduler starts jobs; forks release it)."""
+    """Place nothing (a mirror: the real cluster's scheduler starts jobs); :meth:`hold`,
+    :meth:`release`."""
 
     def __init__(self, ctx: Context, *, state: ClusterState, jobs: JobLifecycle,
                  policy: str = "default", placement: str | None = None):
@@ -162,6 +163,19 @@ class Scheduler:
             smallest = known[0] if known is not None and known[1] == grown else math.inf
             self.no_fit[shape] = (min(run.gpus, smallest), grown)
         return placement
+
+    def hold(self) -> None:
+        """Place nothing from now on (a mirror: the real cluster's scheduler starts jobs)."""
+        self.held = True
+
+    def release(self) -> None:
+        """Place again from the next pass (a fork of a mirror runs by itself)."""
+        self.held = False
+
+    def carry_counters(self, old: Scheduler) -> None:
+        """Add ``old``'s counters to these (a re-planned engine keeps its predecessor's)."""
+        for key, value in old.counters.items():
+            self.counters[key] = self.counters.get(key, 0) + value
 
     # ----------------------------------------------------------------- passes
     def maybe_run(self) -> None:

@@ -5,10 +5,15 @@ borrowed quota of another tenant.  Scanning every running gang for that costs a 
 the cluster is large; this index keeps them by ``(model, priority)`` and ``(model, tenant)``
 for borrowers, with the GPUs each group holds, so a pass can bound what eviction could free in
 a few dictionary reads and walk only the gangs that qualify.
+
+Two more indexes over the running gangs serve the scheduler's passes: :class:`EndIndex`, when
+each gang frees its GPUs (what backfill plans with), and :class:`MoveLog`, which gangs started
+or changed since a mark (what preemption's memo of a failed attempt reads).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -93,3 +98,72 @@ class RunningIndex:
             for (m, t), runs in self._by_borrower.items():
                 if m == model and t != tenant:
                     yield from (r for r in runs.values() if r.spec.priority >= priority)
+
+
+class EndIndex:
+    """When each running or draining gang frees its GPUs, per model: ``(time, GPUs, run index)``
+    entries, earliest first (ties: fewest GPUs first); a run keeps its entry in ``end_key``.
+
+    >>> from scheduler.workload.jobs import TrainingJob
+    >>> r = JobRun(0, TrainingJob(job_id=0, name="j0", tenant="a", submit_s=0.0, gpus=8,
+    ...                           work_flops=1.0), (0,), "any")
+    >>> r.model = 0
+    >>> ends = EndIndex(1)
+    >>> ends.set(r, 60.0)
+    >>> list(ends.ends([0]))
+    [(60.0, 8, 0)]
+    >>> ends.set(r, None)
+    >>> list(ends.ends([0]))
+    []
+    """
+
+    def __init__(self, n_models: int):
+        self._ends = [SortedList() for _ in range(n_models)]
+
+    def set(self, run: JobRun, t: float | None) -> None:
+        """Index when ``run``'s GPUs free up (``None``: they are not expected to)."""
+        if run.end_key is not None:
+            self._ends[run.model].remove(run.end_key)
+            run.end_key = None
+        if t is not None:
+            run.end_key = (t, run.gpus, run.idx)
+            self._ends[run.model].add(run.end_key)
+
+    def ends(self, models) -> Iterator[tuple[float, int, int]]:
+        """The entries of ``models``, earliest first; an iterator, merged lazily."""
+        if len(models) == 1:
+            return iter(self._ends[models[0]])
+        return heapq.merge(*(self._ends[m] for m in models))
+
+
+class MoveLog:
+    """Running gangs that started, or changed state or segment, in order; positions are
+    absolute, and the older half is forgotten past 65,536 entries (older marks then read as
+    expired).
+
+    >>> log = MoveLog()
+    >>> mark = log.mark()
+    >>> log.note("a"); log.note("b")
+    >>> log.since(mark), log.mark()
+    (['a', 'b'], 2)
+    """
+
+    def __init__(self):
+        self._moved: list[JobRun] = []
+        self._base = 0
+
+    def note(self, run: JobRun) -> None:
+        self._moved.append(run)
+        if len(self._moved) > 65_536:  # forget the older half: older marks read as expired
+            del self._moved[:32_768]
+            self._base += 32_768
+
+    def mark(self) -> int:
+        """A position in the log (for :meth:`since`)."""
+        return self._base + len(self._moved)
+
+    def since(self, mark: int) -> list[JobRun] | None:
+        """Gangs noted since ``mark``; ``None`` if forgotten."""
+        if mark < self._base:
+            return None
+        return self._moved[mark - self._base:]

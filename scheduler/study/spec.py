@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from scheduler.limits import checks
 from scheduler.simulate import Scenario, ScenarioError
 from scheduler.study.figures import figure_names
 
@@ -146,6 +147,14 @@ class _Checker:
         line = self.lines.get(path)
         raise SpecError(f"line {line}: {message}" if line else message)
 
+    def check(self, path: tuple, parse, *args, **kwargs):
+        """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); its refusal fails at
+        ``path``'s line."""
+        try:
+            return parse(*args, **kwargs)
+        except ValueError as exc:
+            self.fail(path, str(exc))
+
     def fields(self, path: tuple, value, allowed, what: str) -> dict:
         if not isinstance(value, dict):
             self.fail(path, f"{what} must be a mapping of fields")
@@ -172,19 +181,18 @@ class _Checker:
         seeds = data.get("seeds", None)
         if seeds is None:
             self.fail((), "seeds is missing: how many seeds each arm runs (at least 2)")
-        first = data.get("first_seed", 0)
-        if isinstance(first, bool) or not isinstance(first, int) or first < 0:
-            self.fail(("first_seed",), f"first_seed must be an integer >= 0, not {first!r}")
-        if isinstance(seeds, int) and not isinstance(seeds, bool):
-            if not 2 <= seeds <= MAX_SEEDS:
-                self.fail(("seeds",), f"seeds must be between 2 and {MAX_SEEDS} (a confidence "
-                                      f"interval needs at least 2), not {seeds}")
+        first = self.check(("first_seed",), checks.integer, "first_seed",
+                           data.get("first_seed", 0), at_least=0)
+        if checks.is_integer(seeds):
+            seeds = self.check(("seeds",), checks.integer, "seeds", seeds, at_least=2,
+                               at_most=MAX_SEEDS, expect=f"between 2 and {MAX_SEEDS} (a "
+                                                         "confidence interval needs at least 2)")
             return tuple(range(first, first + seeds))
         if isinstance(seeds, list):
             if "first_seed" in data:
                 self.fail(("first_seed",), "first_seed goes with a number of seeds, not a list")
             for i, s in enumerate(seeds):
-                if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+                if not checks.is_integer(s) or s < 0:
                     self.fail(("seeds", i), f"a seed is an integer >= 0, not {s!r}")
             if len(set(seeds)) != len(seeds):
                 self.fail(("seeds",), "seeds are listed twice")
@@ -200,8 +208,6 @@ class _Checker:
             scenario = Scenario(**options, seed=seed)
             scenario.plan()
         except ScenarioError as exc:
-            self.fail(path, f"{what}: {exc}")
-        except TypeError as exc:  # a field given a value of an impossible kind
             self.fail(path, f"{what}: {exc}")
         return scenario
 
@@ -282,11 +288,9 @@ def check_spec(data: dict, lines: dict | None = None, *,
         if f not in known and not _tenant_figure(f):
             c.fail(("figures", i), f"unknown figure {f!r}; choose among: {', '.join(known)} "
                                    "(or wait_mean_h:TENANT, jct_mean_h:TENANT)")
-    price = data.get("energy_price_usd_per_mwh")
-    if price is not None and (isinstance(price, bool) or not isinstance(price, int | float)
-                              or not 0 <= price <= 10_000):
-        c.fail(("energy_price_usd_per_mwh",), "energy_price_usd_per_mwh must be a number in "
-                                              f"[0, 10000], not {price!r}")
+    price = c.check(("energy_price_usd_per_mwh",), checks.optional, checks.number,
+                    "energy_price_usd_per_mwh", data.get("energy_price_usd_per_mwh"),
+                    at_least=0, at_most=10_000, expect="a number in [0, 10000]")
     if price is None and ("energy_cost_usd" in figures or "cost_usd" in figures):
         c.fail(("figures",), "energy_cost_usd and cost_usd need energy_price_usd_per_mwh "
                              "(USD per MWh)")

@@ -20,7 +20,7 @@ DEFAULT_EFFICIENCY = 0.54
 
 Calibrated so that the twin reproduces Llama 3's published end-to-end figure: 400 TFLOPS per
 H100 (about 40 % MFU, "The Llama 3 Herd of Models", sec. 3.3) for 405B at TP 8 x PP 16 x
-DP 128.  The step-time model (:mod:`scheduler.physics.fabric.step_time`) prices that job's pipeline
+DP 128.  The step-time model (:mod:`scheduler.physics.step_time`) prices that job's pipeline
 bubble and exposed communication at an efficiency factor of 0.741 (docs/collectives.md), so
 the kernels must run at 0.40 / 0.741 = 0.54 of peak; MegaScale (NSDI 2024) reports 55.2 %
 MFU end to end on 12,288 GPUs, so 0.54 for the kernels alone is not optimistic.  With the

@@ -85,7 +85,7 @@ def frontier_job(job_id: int, name: str, gpus: int, *, params_b: float, tokens: 
                  recipe: Recipe | None = None) -> TrainingJob:
     """A dense pre-training run: work ``6 N T`` FLOPs, the whole period at 40 % MFU or more.
 
-    ``transformer`` and ``recipe`` price its step (:mod:`scheduler.physics.fabric.step_time`);
+    ``transformer`` and ``recipe`` price its step (:mod:`scheduler.physics.step_time`);
     without a shape it gets the generator's size rule
     (:func:`~scheduler.workload.generator.llm_shape`)."""
     tp = min(tp, gpus)

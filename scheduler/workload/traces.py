@@ -31,8 +31,9 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scheduler.limits.bounds import CLUSTER_GPUS, TIME_S, TRACE_DURATION, Bound
 from scheduler.hardware.catalog import CATALOG, get
+from scheduler.limits import checks
+from scheduler.limits.bounds import CLUSTER_GPUS, TIME_S, TRACE_DURATION, Bound
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Requirement, Tenant, TrainingJob, Workload
 
 PHILLY_HEADER = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -196,10 +197,7 @@ def _openb(reader, fname: str, width: int, default_duration_s: float,
         if not cells["deletion_time"]:
             no_deletion += 1
             continue
-        qos = cells["qos"]
-        if qos not in QOS_PRIORITY:
-            raise TraceError(f"{where}: qos must be one of {', '.join(QOS_PRIORITY)}, "
-                             f"got {qos!r}")
+        qos = _in_row(where, checks.one_of, "qos", cells["qos"], QOS_PRIORITY, given="got")
         created = _number(cells["creation_time"], "creation_time", where, TIME_S)
         deleted = _number(cells["deletion_time"], "deletion_time", where, TIME_S)
         scheduled = (_number(cells["scheduled_time"], "scheduled_time", where, TIME_S)
@@ -251,35 +249,30 @@ def _check_width(row: list[str], header: tuple[str, ...], where: str) -> None:
                          f"got {len(row)}")
 
 
+def _in_row(where: str, parse, *args, **kwargs):
+    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); its refusal as a
+    :class:`TraceError` naming the file and line."""
+    try:
+        return parse(*args, **kwargs)
+    except ValueError as exc:
+        raise TraceError(f"{where}: {exc}") from None
+
+
 def _number(text: str, what: str, where: str, bound: Bound | None = None) -> float:
     """A finite non-negative number: seconds, millicores or MiB (within ``bound``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceError(f"{where}: {what} must be a number, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise TraceError(f"{where}: {what} must be finite and >= 0, got {text!r}")
-    return value if bound is None else _bounded(value, what, where, bound)
+    return _in_row(where, checks.number_from_text, what, text, at_least=0, bound=bound,
+                   expect="finite and >= 0", unparsable="a number", given="got")
 
 
 def _bounded(value: float, what: str, where: str, bound: Bound) -> float:
     """``value`` within its documented bound (:mod:`scheduler.limits.bounds`)."""
-    try:
-        return bound.check(what, value)
-    except ValueError as exc:
-        raise TraceError(f"{where}: {exc}") from None
+    return _in_row(where, checks.within, what, value, bound)
 
 
 def _integer(text: str, what: str, where: str, *, minimum: int, gpus: bool = False) -> int:
     """An integer >= ``minimum``; a GPU count (``gpus``) at most the GPUs of the largest cluster
     the twin builds (:data:`~scheduler.limits.bounds.CLUSTER_GPUS`)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise TraceError(f"{where}: {what} must be {kind}, got {text!r}")
+    value = _in_row(where, checks.integer_from_text, what, text, at_least=minimum, given="got")
     if gpus and value > CLUSTER_GPUS.high:
         raise TraceError(f"{where}: {what} must be at most {CLUSTER_GPUS.high:,} (the GPUs of "
                          f"the largest cluster the twin builds), got {text!r}")

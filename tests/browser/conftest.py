@@ -51,7 +51,7 @@ def twin_server(tmp: Path, preset: str = "dev-small", **extra_env: str):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
            "CLUSTERTWIN_ENGINE": "embedded", "CLUSTERTWIN_SPEEDUP": SPEEDUP,
            "CLUSTERTWIN_FRAME_INTERVAL_S": "0.5", "CLUSTERTWIN_SNAPSHOT_INTERVAL_S": "600",
-           "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD, "DJANGO_SETTINGS_MODULE": "twin.settings",
+           "CLUSTERTWIN_DEMO_PASSWORD": PASSWORD, "DJANGO_SETTINGS_MODULE": "twin.config.settings",
            **extra_env}
     env.pop("REDIS_URL", None)
     for args in (["migrate", "--noinput"], ["build_cluster", "--preset", preset],
@@ -63,7 +63,7 @@ def twin_server(tmp: Path, preset: str = "dev-small", **extra_env: str):
     with log.open("w") as out:
         proc = subprocess.Popen(
             [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-             "twin.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+             "twin.config.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait_for_port(port, proc, log, timeout=120)
         yield f"http://127.0.0.1:{port}"

@@ -112,7 +112,7 @@ def test_operator_gets_403_on_the_drills_page(server, page):
 @pytest.mark.django_db(transaction=True)
 def test_without_a_websocket_the_stale_banner_shows(live_server, page):
     """pytest-django's live server has no /ws/twin/: the client keeps retrying, shows stale."""
-    from twin.services import demo_accounts_seed
+    from twin.config.demo import demo_accounts_seed
 
     demo_accounts_seed(password=PASSWORD)
     log_in(page, live_server.url, "operator")
@@ -135,7 +135,7 @@ def _frame(seq: int, allocated: int, kind: str = "frame") -> str:
 @pytest.mark.django_db(transaction=True)
 def test_the_client_resyncs_after_a_gap_and_reconnects_after_a_close(live_server, page):
     """twin-live.js against a scripted WebSocket (Playwright routes /ws/twin/)."""
-    from twin.services import demo_accounts_seed
+    from twin.config.demo import demo_accounts_seed
 
     demo_accounts_seed(password=PASSWORD)
     sockets, received = [], []

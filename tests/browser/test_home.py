@@ -29,8 +29,8 @@ def page():
 
 @pytest.mark.django_db(transaction=True)
 def test_operator_logs_in_and_sees_the_gpu_count(live_server, page, small_plan):
-    from twin.inventory import cluster_plan_write
-    from twin.services import demo_accounts_seed
+    from twin.config.demo import demo_accounts_seed
+    from twin.inventory.adapter import cluster_plan_write
 
     demo_accounts_seed(password="browser-pass")
     cluster_plan_write(small_plan)

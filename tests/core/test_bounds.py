@@ -10,7 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scheduler.control.bounds import (
+from scheduler.control.storage_status import CENTRAL_DOWN_LEFT
+from scheduler.limits.bounds import (
     CLUSTER_GPUS,
     DRILL_DURATION,
     DRILL_PARAMS,
@@ -19,7 +20,6 @@ from scheduler.control.bounds import (
     SURGE_FACTOR,
     drill_params,
 )
-from scheduler.control.storage_status import CENTRAL_DOWN_LEFT
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
 from scheduler.simulate import Scenario, ScenarioError
 from scheduler.workload.traces import TraceError, read_trace

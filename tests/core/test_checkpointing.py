@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 
 from scheduler.engine import Engine
-from scheduler.reliability.checkpoint import (
-    NODE_STORAGE_GB_S,
-    CheckpointCosts,
-    RestartTimes,
-    gemini_wasted_s,
-)
+from scheduler.physics.storage import NODE_STORAGE_GB_S
+from scheduler.reliability.checkpoint import CheckpointCosts, RestartTimes, gemini_wasted_s
 from scheduler.report import build_report
 from scheduler.simulate import Scenario, ScenarioError, run_scenario
 from scheduler.workload.jobs import TrainingJob, Workload

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from scheduler.hardware import power
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.physics import power
 from scheduler.presets import PRESETS, get_preset
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from scheduler.hardware.catalog import get
-from scheduler.physics.fabric.collectives import (
+from scheduler.physics.collectives import (
     LinkClass,
     algorithms,
     collective,

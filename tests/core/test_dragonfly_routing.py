@@ -15,10 +15,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from scheduler.physics.fabric import plain_dragonfly
-from scheduler.physics.fabric.dragonfly import dragonfly_route
-from scheduler.physics.fabric.routing import Router
-from scheduler.physics.fabric.topology import LINK_KINDS
+from scheduler.fabric import plain_dragonfly
+from scheduler.fabric.dragonfly import dragonfly_route
+from scheduler.fabric.routing import Router
+from scheduler.fabric.topology import LINK_KINDS
 from scheduler.simulate import Scenario, run_scenario
 
 LOCAL, GLOBAL = LINK_KINDS.index("local"), LINK_KINDS.index("global")

@@ -15,8 +15,8 @@ import pytest
 
 from scheduler.hardware.catalog import get
 from scheduler.model.ledger import CATEGORIES
-from scheduler.physics.fabric.step_time import step_breakdown
 from scheduler.physics.job_speed import VIRTUAL_STAGES
+from scheduler.physics.step_time import step_breakdown
 from scheduler.simulate import Scenario, run_scenario
 from scheduler.workload.generator import llm_shape
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, Recipe, Transformer

@@ -14,8 +14,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-import scheduler.physics.fabric as fabric_pkg
-from scheduler.physics.fabric import (
+import scheduler.fabric as fabric_pkg
+from scheduler.fabric import (
     build_fabric,
     compute_islands,
     dragonfly,

@@ -5,10 +5,10 @@ import json
 import numpy as np
 
 from scheduler.engine import Engine
+from scheduler.fabric import dragonfly_plus, fat_tree
+from scheduler.fabric.topology import LINK_KINDS
 from scheduler.frames import dashboard_frames, downsample, link_heatmaps, rack_floor
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.physics.fabric import dragonfly_plus, fat_tree
-from scheduler.physics.fabric.topology import LINK_KINDS
 from scheduler.workload.jobs import Workload
 from tests.core.factories import job, run_engine, small_plan, workload
 

@@ -17,7 +17,7 @@ from scheduler.frames import (
     link_detail,
     link_heatmaps,
 )
-from scheduler.physics.power import DESIGN_DELTA_T_K, SUPPLY_AIR_C
+from scheduler.hardware.power import DESIGN_DELTA_T_K, SUPPLY_AIR_C
 from scheduler.presets import get_preset
 from tests.core.factories import job, run_engine, small_plan, workload
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.live import live_placement
-from scheduler.scheduling.inference import REPLICA_BASE
+from scheduler.model.state import REPLICA_BASE
 from tests.core.factories import job, run_engine, service, small_plan, workload
 
 

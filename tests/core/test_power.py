@@ -1,4 +1,4 @@
-"""Power and cooling limit the accelerators' speed (scheduler/physics/power.py).
+"""Power and cooling limit the accelerators' speed (scheduler/hardware/power.py).
 
 Expected values are worked by hand in comments (H100: 700 W TDP, 120 W idle from the catalog;
 host 575 W per GPU slot at full load, half of it idle).  ``test_regression_*`` compares with
@@ -9,10 +9,10 @@ the DGX H100 figure the host share was fitted to; the validation against an unfi
 import numpy as np
 import pytest
 
+from scheduler.hardware import power
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.physics import power
-from scheduler.physics.power import PowerModel, gpu_power_w, power_report, rack_power_kw
+from scheduler.hardware.power import PowerModel, gpu_power_w, power_report, rack_power_kw
 
 H100 = get("H100-SXM")
 

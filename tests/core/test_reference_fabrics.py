@@ -18,10 +18,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from scheduler.hardware.catalog import CATALOG, get
-from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
-from scheduler.physics import power
-from scheduler.physics.fabric import (
+from scheduler.fabric import (
     build_fabric,
     compute_zones,
     dragonfly_route,
@@ -29,9 +26,12 @@ from scheduler.physics.fabric import (
     plain_dragonfly,
     rail_optimized,
 )
-from scheduler.physics.fabric.collectives import algorithms, scaleup_link
-from scheduler.physics.fabric.optics import OPTICS, compute_optics
-from scheduler.physics.fabric.routing import Router
+from scheduler.fabric.optics import OPTICS, compute_optics
+from scheduler.fabric.routing import Router
+from scheduler.hardware import power
+from scheduler.hardware.catalog import CATALOG, get
+from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
+from scheduler.physics.collectives import algorithms, scaleup_link
 from scheduler.physics.storage import StorageModel
 
 

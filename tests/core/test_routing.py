@@ -9,7 +9,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from scheduler.physics.fabric import (
+from scheduler.fabric import (
     build_fabric,
     compute_islands,
     dragonfly_plus,
@@ -17,7 +17,7 @@ from scheduler.physics.fabric import (
     rail_optimized,
     routing,
 )
-from scheduler.physics.fabric.routing import Router, max_min_rates
+from scheduler.fabric.routing import Router, max_min_rates
 from scheduler.presets import get_preset
 
 SMALL = {
@@ -525,7 +525,7 @@ def test_hyperscale_update_with_1000_jobs_is_consistent():
 
 
 def test_a_strided_ring_joins_nodes_that_far_apart_in_interleaved_rings():
-    from scheduler.physics.fabric.flows import _ring_flows
+    from scheduler.fabric.flows import _ring_flows
     job, gpu = np.zeros(32, dtype=np.int64), np.arange(32)
     _, src, dst = _ring_flows(job, gpu, 8, np.array([2]))
     pairs = sorted({(int(a) // 8, int(b) // 8) for a, b in zip(src, dst, strict=True)})

@@ -12,13 +12,13 @@ from dataclasses import replace
 import pytest
 
 from scheduler.hardware.catalog import get
-from scheduler.physics.fabric.step_time import step_breakdown
 from scheduler.physics.step_model import (
     KERNELS,
     bubble_fraction,
     layer_cost,
     model_flops_per_token,
 )
+from scheduler.physics.step_time import step_breakdown
 from scheduler.workload.jobs import Parallelism, Recipe, TrainingJob, Transformer
 
 A100 = get("A100-SXM4-80GB")

@@ -8,7 +8,7 @@ efficiency was fitted to.  Validation against an unfitted figure: tests/core/tes
 import pytest
 
 from scheduler.hardware.catalog import get
-from scheduler.physics.fabric.step_time import step_breakdown, transformer_shape
+from scheduler.physics.step_time import step_breakdown, transformer_shape
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, TrainingJob
 from scheduler.workload.scenarios import frontier_job
 

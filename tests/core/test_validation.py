@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from scheduler.engine import Engine
+from scheduler.fabric import fat_tree
+from scheduler.fabric.routing import Router
 from scheduler.hardware.catalog import get
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.physics.fabric import fat_tree
-from scheduler.physics.fabric.collectives import LinkClass, collective, scaleout_link, scaleup_link
-from scheduler.physics.fabric.routing import Router
-from scheduler.physics.fabric.step_time import step_breakdown
-from scheduler.physics.power import PowerModel
+from scheduler.hardware.power import PowerModel
+from scheduler.physics.collectives import LinkClass, collective, scaleout_link, scaleup_link
+from scheduler.physics.step_time import step_breakdown
 from scheduler.reliability.checkpoint import RESTART_FIXED_S
 from scheduler.report import build_report
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, TrainingJob, Workload

@@ -10,8 +10,8 @@ import pytest_asyncio
 from channels.layers import get_channel_layer
 from django.test import Client
 
-from twin import broadcast
-from twin.services import demo_accounts_seed
+from twin.config.demo import demo_accounts_seed
+from twin.live import broadcast
 
 
 def pytest_configure(config):

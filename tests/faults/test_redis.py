@@ -32,9 +32,11 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.test import Client
 
 from bench.live_server import free_port, redis_reachable
-from twin import broadcast, services
-from twin.asgi import application
-from twin.driver import EngineDriver
+from twin.config import demo as config_demo
+from twin.config.asgi import application
+from twin.live import broadcast
+from twin.live import services as live_services
+from twin.live.driver import EngineDriver
 
 REDIS_URL = os.environ.get("REDIS_TEST_URL")
 
@@ -80,7 +82,7 @@ async def intruder():
 
 @pytest.fixture
 def cookies(db):
-    services.demo_accounts_seed(password="demo-pass-123")
+    config_demo.demo_accounts_seed(password="demo-pass-123")
     from django.contrib.auth import get_user_model
     found = {}
     for user in get_user_model().objects.all():
@@ -100,7 +102,7 @@ async def connect(cookie):
 
 
 async def live_state(seq, t):
-    await database_sync_to_async(services.live_state_write)(
+    await database_sync_to_async(live_services.live_state_write)(
         seq=seq, t_sim=t, frame={"t": t, "type": "frame", "seq": seq, "health": "ok"},
         health="ok", last_error="", speed=60.0, paused=False)
 

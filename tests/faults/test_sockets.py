@@ -1,6 +1,6 @@
 """Dashboard sockets against revoked users, floods and clients that do not read.
 
-In process, through ``twin.asgi.application`` and ``WebsocketCommunicator``. A client that does
+In process, through ``twin.config.asgi.application`` and ``WebsocketCommunicator``. A client that does
 not read is played by :class:`Socket`: it stands in for daphne's protocol of one connection and
 buffers what the server sends as Twisted does, pausing the consumer (a push producer) past the
 64 kB high-water mark; the tests measure that buffer, never the clock (timeouts only guard
@@ -19,9 +19,9 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 
-from twin import broadcast, consumers, services, socket_sessions
-from twin.asgi import application
-from twin.socket_sessions import sockets_recheck
+from twin.config.asgi import application
+from twin.live import broadcast, consumers, services, socket_sessions
+from twin.live.socket_sessions import sockets_recheck
 
 pytestmark = [pytest.mark.faults, pytest.mark.asyncio, pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("engine_off", "fresh_layer")]

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 
 from tests.slurm.conftest import PLANS, export_tree, leaf_sets, slurm_tree
 from twin import models as m
-from twin.inventory import cluster_delete, cluster_plan_read, cluster_plan_write
+from twin.inventory.adapter import cluster_delete, cluster_plan_read, cluster_plan_write
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 

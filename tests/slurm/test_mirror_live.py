@@ -28,9 +28,9 @@ from scheduler.control.whatif import whatif
 from tests.prometheus.conftest import prometheus  # noqa: F401  (the fixture)
 from tests.slurm.conftest import PLANS, export_tree
 from twin import models as m
-from twin.dcgm import dcgm_exposition_chunks, dcgm_inventory, dcgm_readings
-from twin.driver import EngineDriver
-from twin.inventory import cluster_delete, cluster_plan_write
+from twin.inventory.adapter import cluster_delete, cluster_plan_write
+from twin.live.driver import EngineDriver
+from twin.metrics.dcgm import dcgm_exposition_chunks, dcgm_inventory, dcgm_readings
 
 pytestmark = [pytest.mark.slurm, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -199,7 +199,7 @@ async def test_jobs_drains_and_failures_in_slurm_show_in_the_mirror(mirror):
 
 
 class Exporter(http.server.ThreadingHTTPServer):
-    """A stand-in for the cluster's DCGM exporters: what ``twin.dcgm`` reports for a fixed
+    """A stand-in for the cluster's DCGM exporters: what ``twin.metrics.dcgm`` reports for a fixed
     state of the imported cluster (a gang on nodes 0-1, node 5 down), served for Prometheus."""
 
     def __init__(self, inv, readings):

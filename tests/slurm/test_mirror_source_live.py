@@ -15,7 +15,7 @@ import pytest
 
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from tests.slurm.conftest import export_tree
-from twin.inventory import cluster_plan_write
+from twin.inventory.adapter import cluster_plan_write
 from twin.mirror.slurm_source import slurm_view
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]

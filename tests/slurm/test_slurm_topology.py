@@ -19,7 +19,7 @@ from django.db.models import Count
 from tests.hostlists import expand
 from tests.slurm.conftest import PLANS, conf_lines, export_tree, leaf_sets, slurm_tree
 from twin import models as m
-from twin.inventory import cluster_plan_write
+from twin.inventory.adapter import cluster_plan_write
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 

@@ -1,8 +1,8 @@
 import pytest
 from django.core.management import call_command
 
-from twin.inventory import cluster_plan_write
-from twin.services import demo_accounts_seed
+from twin.config.demo import demo_accounts_seed
+from twin.inventory.adapter import cluster_plan_write
 
 PASSWORD = "demo-pass-123"
 

@@ -14,8 +14,10 @@ from django.test import Client
 
 from tests.web.test_driver import FakeClock, drivers, request_drill  # noqa: F401
 from twin import models as m
-from twin import services, services_actions
-from twin.engine_commands import CommandError, command_parse
+from twin.control import actions as services_actions
+from twin.inventory import services as inventory_services
+from twin.live import services as live_services
+from twin.live.engine_commands import CommandError, command_parse
 
 pytestmark = pytest.mark.django_db
 RUN = "run-actions"
@@ -49,7 +51,7 @@ def sent(monkeypatch):
 
 @pytest.fixture
 def live(small_cluster, sent):
-    services.live_state_write(seq=1, t_sim=7200.0, frame=frame(), health="ok", last_error="",
+    live_services.live_state_write(seq=1, t_sim=7200.0, frame=frame(), health="ok", last_error="",
                               speed=60.0, paused=False, inventory=RUN, placement=placement())
     m.EngineEvent.objects.create(inventory=RUN, seq=1, t_sim=10.0, kind="finish", component="",
                                  jobs=",old-1,", text="old-1 finished")
@@ -101,7 +103,7 @@ def test_a_bad_job_action_is_refused_with_one_message_and_changes_nothing(live, 
 
 
 def test_a_job_queued_beyond_the_frames_rows_is_left_to_the_engine_to_check(live, login, sent):
-    services.live_state_write(seq=2, t_sim=7300.0, frame=frame(queued=400), health="ok",
+    live_services.live_state_write(seq=2, t_sim=7300.0, frame=frame(queued=400), health="ok",
                               last_error="", speed=60.0, paused=False, inventory=RUN,
                               placement=placement())
     r = post_json(login("staff"), "/api/jobs/old-1/actions", {"action": "hold"})
@@ -114,7 +116,7 @@ def test_a_job_deep_in_the_queue_is_checked_against_the_placements_queue(live, l
     job far down is refused at once when the action does not fit its state."""
     deep = {**placement(), "queue_total": 400,
             "queue": [[p, f"q-{p}", "acme", 8, 1, 2.0, None, "Priority"] for p in range(1, 401)]}
-    services.live_state_write(seq=2, t_sim=7300.0, frame=frame(queued=400), health="ok",
+    live_services.live_state_write(seq=2, t_sim=7300.0, frame=frame(queued=400), health="ok",
                               last_error="", speed=60.0, paused=False, inventory=RUN,
                               placement=deep)
     staff = login("staff")
@@ -211,7 +213,7 @@ def test_the_job_page_lists_what_the_engine_did_with_each_action(live, login):
 # ----------------------------------------------------------------- nodes
 def test_staff_drain_and_resume_a_node_from_its_page(live, login, monkeypatch):
     told = []
-    monkeypatch.setattr(services, "command_send", lambda c, **p: told.append((c, p)))
+    monkeypatch.setattr(inventory_services, "command_send", lambda c, **p: told.append((c, p)))
     staff = login("staff")
     page = staff.get("/nodes/0/").content.decode()
     assert 'id="node-drain"' in page and 'id="node-resume"' not in page

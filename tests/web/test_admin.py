@@ -83,7 +83,7 @@ def test_changelist_queries_do_not_grow_with_rows(admin_client_, small_plan, pat
         assert admin_client_.get(f"/admin/twin/{path}/").status_code == 200
     from dataclasses import replace
 
-    from twin.inventory import cluster_plan_write
+    from twin.inventory.adapter import cluster_plan_write
     cluster_plan_write(replace(small_plan, name="tiny2"))
     with CaptureQueriesContext(connection) as bigger:
         assert admin_client_.get(f"/admin/twin/{path}/").status_code == 200

@@ -12,8 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.web.test_driver import drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin import services
-from twin.inventory import EngineIds, cluster_plan_write
+from twin.inventory import services as inventory_services
+from twin.inventory.adapter import EngineIds, cluster_plan_write
+from twin.live import services as live_services
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def placement(**runs):
 
 
 def engine_wrote(value: dict) -> None:
-    services.live_state_write(seq=1, t_sim=value.get("t", 0.0), frame={}, health="ok",
+    live_services.live_state_write(seq=1, t_sim=value.get("t", 0.0), frame={}, health="ok",
                               last_error="", speed=1.0, paused=False, placement=value)
 
 
@@ -63,7 +64,7 @@ def test_the_node_list_shows_the_engines_live_status_beside_the_operators(
         clusters, admin_client):
     other, live = clusters
     nodes = nodes_of(live)
-    services.nodes_drain(nodes=m.Node.objects.filter(pk=nodes[5].pk))  # operator only
+    inventory_services.nodes_drain(nodes=m.Node.objects.filter(pk=nodes[5].pk))  # operator only
     # the engine took node 1 down (a failure) and drained node 4 (a lemon) by itself
     engine_wrote(placement(down=[[1, 1]], drained=[[4, 4]]))
     html = admin_client.get("/admin/twin/node/").content.decode()

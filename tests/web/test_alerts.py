@@ -2,7 +2,7 @@
 (audited), and go out as Alertmanager webhook messages without ever holding up a frame.
 
 The thresholds here are the tests' own (these are behaviour checks, not validations of the
-shipped thresholds, most of which are assumed; see ``twin.alerts``)."""
+shipped thresholds, most of which are assumed; see ``twin.alerts.rules``)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
-from twin import alerts, services
 from twin import models as m
+from twin.alerts import rules as alerts
+from twin.live import services
 
 pytestmark = pytest.mark.django_db
 
@@ -200,12 +201,12 @@ def test_an_error_in_evaluation_is_logged_once_and_the_frame_is_still_written(
         raise KeyError("boom")
 
     monkeypatch.setattr(alerts, "figure_values", broken)
-    with caplog.at_level(logging.ERROR, logger="twin.alerts"):
+    with caplog.at_level(logging.ERROR, logger="twin.alerts.rules"):
         publish(0.0, down=8)
         publish(10.0, down=8)
     live = m.LiveState.objects.get()
     assert live.seq == 11 and live.t_sim == 10.0 and "alerts" not in live.frame
-    assert len([r for r in caplog.records if r.name == "twin.alerts"]) == 1
+    assert len([r for r in caplog.records if r.name == "twin.alerts.rules"]) == 1
 
 
 # ----------------------------------------------------------------- rule validation
@@ -332,7 +333,7 @@ def test_the_page_shows_alerts_and_staff_acknowledge_with_its_form(login, two_al
 async def test_an_ack_sent_over_the_dashboard_socket_changes_nothing(demo_users):
     from channels.testing import WebsocketCommunicator
 
-    from twin.asgi import application
+    from twin.config.asgi import application
 
     def setup():
         m.AlertRule.objects.all().delete()

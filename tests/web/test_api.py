@@ -17,10 +17,10 @@ from django.test import Client
 
 from scheduler.live import live_frame, live_placement
 from scheduler.simulate import Scenario
-from twin import broadcast
 from twin import models as m
-from twin.driver import EngineDriver
-from twin.services import live_state_write
+from twin.live import broadcast
+from twin.live.driver import EngineDriver
+from twin.live.services import live_state_write
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]+="[^"]*",?)*\})? '
                     r'(-?[0-9.eE+-]+|NaN|[+-]Inf)$')
@@ -180,7 +180,7 @@ def test_jobs_returns_the_queue_in_policy_order_running_jobs_and_tenant_gpus(log
 
 
 def test_events_are_the_stored_log_newest_first_with_filters_and_pages(login, live, scene):
-    from twin.services import engine_events_store
+    from twin.live.services import engine_events_store
     e = scene.engine
     log = list(e.events)
     engine_events_store(inventory=live.inventory, first_seq=0, events=log)
@@ -387,7 +387,7 @@ def test_drill_requests_need_a_csrf_token(demo_users):
 
 
 def test_the_csrf_failure_view_answers_the_api_in_json(demo_users, settings):
-    settings.CSRF_FAILURE_VIEW = "twin.views.csrf_failure"
+    settings.CSRF_FAILURE_VIEW = "twin.pages.views.csrf_failure"
     client = Client(enforce_csrf_checks=True)
     client.force_login(demo_users["staff"])
     response = post_drill(client, {"kind": "node"})
@@ -444,7 +444,7 @@ def test_metrics_before_the_engine_ran_report_no_health_and_parse(login):
 
 
 def test_the_events_page_lists_the_stored_log_with_filters_and_pages(login, live, scene):
-    from twin.services import engine_events_store
+    from twin.live.services import engine_events_store
     log = list(scene.engine.events)
     engine_events_store(inventory=live.inventory, first_seq=0, events=log)
     client = login("operator")

@@ -8,9 +8,10 @@ from channels.db import database_sync_to_async
 
 from tests.web.test_driver import FakeClock
 from twin import models as m
-from twin import selectors
-from twin.driver import EngineDriver, EngineStartError
-from twin.inventory import cluster_plan_write
+from twin.inventory import selectors as inventory_selectors
+from twin.inventory.adapter import cluster_plan_write
+from twin.live import selectors as live_selectors
+from twin.live.driver import EngineDriver, EngineStartError
 
 
 @pytest.fixture
@@ -22,13 +23,13 @@ def two_clusters(db, small_plan):
 
 def test_the_only_cluster_is_the_twin(db, small_plan):
     only = cluster_plan_write(small_plan)
-    assert selectors.cluster_current() == only
-    assert selectors.cluster_choice_problem() is None
+    assert inventory_selectors.cluster_current() == only
+    assert inventory_selectors.cluster_choice_problem() is None
 
 
 def test_with_several_clusters_and_no_choice_none_is_guessed(two_clusters):
-    assert selectors.cluster_current() is None
-    problem = selectors.cluster_choice_problem()
+    assert inventory_selectors.cluster_current() is None
+    problem = inventory_selectors.cluster_choice_problem()
     assert "several clusters" in problem and "CLUSTERTWIN_CLUSTER" in problem
     assert "tiny" in problem and "second" in problem
 
@@ -36,18 +37,18 @@ def test_with_several_clusters_and_no_choice_none_is_guessed(two_clusters):
 def test_the_setting_chooses_and_a_wrong_name_is_said(two_clusters, settings):
     first, _ = two_clusters
     settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": first.name}
-    assert selectors.cluster_current() == first
+    assert inventory_selectors.cluster_current() == first
     settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": "nope"}
-    assert selectors.cluster_current() is None
-    assert "'nope' names no cluster" in selectors.cluster_choice_problem()
+    assert inventory_selectors.cluster_current() is None
+    assert "'nope' names no cluster" in inventory_selectors.cluster_choice_problem()
 
 
 def test_a_cluster_built_beside_the_running_one_does_not_take_its_place(two_clusters):
     first, second = two_clusters
     m.LiveState.objects.create(pk=1, inventory=f"0123456789abcdef:{first.pk}")
-    assert selectors.cluster_current() == first  # not the newer one
+    assert inventory_selectors.cluster_current() == first  # not the newer one
     m.LiveState.objects.filter(pk=1).update(inventory=f"0123456789abcdef:{second.pk}")
-    assert selectors.cluster_current() == second
+    assert inventory_selectors.cluster_current() == second
 
 
 @pytest.mark.asyncio
@@ -59,6 +60,6 @@ async def test_the_engine_refuses_to_start_on_an_ambiguous_inventory_and_says_wh
     driver = EngineDriver(clock=FakeClock())
     with pytest.raises(EngineStartError, match="several clusters"):
         await driver.start()
-    live = await database_sync_to_async(selectors.live_state_get)()
+    live = await database_sync_to_async(live_selectors.live_state_get)()
     assert live.health == "error" and "CLUSTERTWIN_CLUSTER" in live.last_error
     assert driver.engine is None

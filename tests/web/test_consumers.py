@@ -10,8 +10,8 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from twin import broadcast, consumers, services
-from twin.asgi import application
+from twin.config.asgi import application
+from twin.live import broadcast, consumers, services
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

@@ -10,12 +10,12 @@ import re
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from scheduler.hardware.power import gpu_power_w
 
 from scheduler.hardware.catalog import get
-from scheduler.physics.power import gpu_power_w
-from twin import dcgm
-from twin.metrics import exposition
-from twin.services import live_state_write
+from twin.live.services import live_state_write
+from twin.metrics import dcgm
+from twin.metrics.collector import exposition
 
 H100 = get("H100-SXM")
 # dcgm-exporter's default counters (etc/default-counters.csv) the twin models, and the DCP

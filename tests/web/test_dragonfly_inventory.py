@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.core.management import call_command
+from scheduler.fabric.routing import Router
+from scheduler.fabric.topology import LINK_KINDS
 
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.physics.fabric.routing import Router
-from scheduler.physics.fabric.topology import LINK_KINDS
 from scheduler.presets import get_preset
 from twin import models as m
-from twin.inventory import cluster_plan_read, cluster_plan_write, plan_fingerprint
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write, plan_fingerprint
 
 FABRIC = ("switch_tier", "switch_pod", "switch_rail", "endpoint_leaf", "link_a", "link_b",
           "link_kind")

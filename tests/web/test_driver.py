@@ -10,10 +10,11 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from scheduler.live import live_frame
-from twin import broadcast, services
 from twin import models as m
-from twin.driver import EngineDriver
-from twin.engine_commands import INVENTORY_COMMANDS, command_parse
+from twin.control import services
+from twin.live import broadcast
+from twin.live.driver import EngineDriver
+from twin.live.engine_commands import INVENTORY_COMMANDS, command_parse
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 
 from tests.web.test_driver import FakeClock, drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin.inventory import cluster_plan_read, cluster_plan_write, plan_fingerprint
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write, plan_fingerprint
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -58,7 +58,7 @@ async def test_a_snapshot_of_another_cluster_is_not_carried_over(drivers, small_
     await first.snapshot()
 
     def rebuilt():  # the same layout written again: a new cluster, new rows
-        from twin.inventory import cluster_delete
+        from twin.inventory.adapter import cluster_delete
         cluster_delete(cluster=cluster)
         cluster_plan_write(small_plan)
     await database_sync_to_async(rebuilt)()

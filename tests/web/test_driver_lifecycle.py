@@ -1,12 +1,12 @@
 """The live engine's life: started inside the ASGI application by the first dashboard, and
 stopped by SIGTERM with a snapshot that the next start resumes from.
 
-* In process: ``twin.asgi.application`` with ``ENGINE_MODE=embedded``; a logged-in WebSocket
+* In process: ``twin.config.asgi.application`` with ``ENGINE_MODE=embedded``; a logged-in WebSocket
   connection starts the driver as a task of the server's own event loop (once), frames flow,
   and stopping it stores a snapshot.
 * As real processes (``bench.live_server``, as ``test_run_engine_redis.py``): ``manage.py
   run_engine`` and daphne with the embedded engine, each stopped with SIGTERM; the snapshot
-  row (``twin.snapshots``: a zlib-compressed pickle of the engine) is read back from the
+  row (``twin.live.snapshots``: a zlib-compressed pickle of the engine) is read back from the
   processes' SQLite file and unpickled.
 
 Timeouts below only guard against a hang; nothing asserts how fast a machine is.
@@ -36,11 +36,11 @@ from bench.live_server import (
     stop,
 )
 from scheduler.live import live_frame
-from twin import broadcast, driver
 from twin import models as m
-from twin.asgi import application
-from twin.driver import EngineDriver
-from twin.snapshots import engine_unpickle
+from twin.config.asgi import application
+from twin.live import broadcast, driver
+from twin.live.driver import EngineDriver
+from twin.live.snapshots import engine_unpickle
 
 DRIVER_FIELDS = ("speed", "paused", "health", "lag_ticks", "source", "sources", "alerts")
 """What the driver (and the alerts hook in ``live_state_write``) adds to the core's live frame

@@ -15,9 +15,9 @@ from django.core.exceptions import ValidationError
 
 from tests.web.test_driver import FakeClock, drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin import services
-from twin.driver import EngineStartError
-from twin.inventory import cluster_plan_write
+from twin.control import services
+from twin.inventory.adapter import cluster_plan_write
+from twin.live.driver import EngineStartError
 from twin.mirror.errors import SourceError
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

@@ -8,8 +8,8 @@ import pytest
 from channels.db import database_sync_to_async
 
 from tests.web.test_driver import FakeClock, drivers, request_drill  # noqa: F401
-from twin import command_log
 from twin import models as m
+from twin.live import command_log
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -113,7 +113,7 @@ async def test_a_command_left_applying_by_a_crash_is_refused_at_the_next_start(d
 
 
 async def test_a_command_that_breaks_half_way_is_rolled_back_and_refused(drivers):  # noqa: F811
-    from twin.engine_commands import command_parse
+    from twin.live.engine_commands import command_parse
     driver = await drivers(speed=600.0)
     await steps(driver)
     await driver.snapshot()

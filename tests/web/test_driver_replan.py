@@ -6,7 +6,7 @@ from channels.db import database_sync_to_async
 
 from tests.web.test_driver import FakeClock, drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin.inventory import EngineIds, cluster_plan_write
+from twin.inventory.adapter import EngineIds, cluster_plan_write
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,8 @@ from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from twin import checks, driver
+from twin.config import checks
+from twin.live import driver
 
 
 def engine_mode(settings, mode):

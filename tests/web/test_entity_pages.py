@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from twin import models as m
-from twin import services
+from twin.live import services
 
 pytestmark = pytest.mark.django_db
 RUN = "run-pages"

@@ -24,8 +24,8 @@ from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.presets import get_preset
 from tests.hostlists import expand
 from twin import models as m
-from twin.hostlist import hostlist
-from twin.inventory import cluster_plan_write
+from twin.inventory.adapter import cluster_plan_write
+from twin.inventory.hostlist import hostlist
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from scheduler.reliability.profiles import load_profile
 from tests.web.test_command_contracts import cli, one_line_exit_2
 from tests.web.test_driver import FakeClock, drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin.inventory import cluster_plan_write
+from twin.inventory.adapter import cluster_plan_write
 
 
 def refused(command: str, *args) -> str:

@@ -14,8 +14,8 @@ from scheduler.live import live_frame, live_placement
 from scheduler.presets import get_preset
 from tests.core.factories import job, run_engine, workload
 from twin import models as m
-from twin import services
-from twin.inventory import cluster_plan_write
+from twin.inventory.adapter import cluster_plan_write
+from twin.live import services
 
 pytestmark = pytest.mark.django_db
 

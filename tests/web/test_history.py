@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from twin import history, services
 from twin import models as m
+from twin.live import history, services
 
 pytestmark = pytest.mark.django_db
 RUN = "run-a"

@@ -23,8 +23,8 @@ from django.core.management import CommandError, call_command
 
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from twin import models as m
-from twin.inventory import cluster_plan_read, cluster_plan_write
-from twin.inventory_formats import inventory_export_csv, inventory_export_json
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write
+from twin.inventory.formats import inventory_export_csv, inventory_export_json
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = (m.Cluster, m.Site, m.DataHall, m.Rack, m.Node, m.Accelerator, m.Switch, m.Link)

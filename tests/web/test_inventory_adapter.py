@@ -3,8 +3,8 @@
 import numpy as np
 
 from twin import models as m
-from twin import services
-from twin.inventory import cluster_arrays_read
+from twin.inventory import services
+from twin.inventory.adapter import cluster_arrays_read
 
 
 def test_rows_read_back_as_the_plans_arrays(small_cluster, small_plan):

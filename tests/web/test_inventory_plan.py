@@ -15,7 +15,7 @@ import pytest
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.workload.scenarios import refabric, scaled_preset
 from twin import models as m
-from twin.inventory import cluster_plan_read, cluster_plan_write, plan_fingerprint
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write, plan_fingerprint
 
 ARRAYS = ("node_model", "node_gpus", "node_first_gpu", "node_rack", "node_slot", "node_spare",
           "node_nvlink_domain", "rack_hall", "rack_row", "rack_col", "rack_power_kw")

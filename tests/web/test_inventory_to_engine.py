@@ -3,7 +3,7 @@
 import pytest
 
 from twin import models as m
-from twin import services
+from twin.inventory import services
 
 
 @pytest.mark.django_db
@@ -98,7 +98,7 @@ def test_status_is_not_editable_in_the_forms(two_clusters, admin_client):
 @pytest.mark.django_db
 def test_a_fresh_engine_starts_from_the_inventory_statuses(two_clusters):
     from scheduler.simulate import Scenario
-    from twin.inventory import cluster_plan_read, inventory_status_commands
+    from twin.inventory.adapter import cluster_plan_read, inventory_status_commands
     _, live = two_clusters
     nodes = nodes_of(live)
     m.Node.objects.filter(pk=nodes[1].pk).update(status=m.NodeStatus.FAILED)
@@ -135,7 +135,7 @@ def test_a_node_in_service_cannot_be_removed_until_drained(two_clusters, admin_c
 
 @pytest.mark.django_db
 def test_a_drained_node_the_engine_still_runs_a_job_on_is_kept(two_clusters, admin_client):
-    from twin.services import live_state_write
+    from twin.live.services import live_state_write
     _, live = two_clusters
     node = nodes_of(live)[3]
     services.nodes_drain(nodes=m.Node.objects.filter(pk=node.pk))
@@ -162,7 +162,7 @@ def test_a_link_to_a_switch_of_another_cluster_is_refused(two_clusters):
 @pytest.mark.django_db
 def test_power_feed_and_cooling_loop_edits_reach_the_engine_and_a_fresh_build(
         two_clusters, admin_user, monkeypatch, django_capture_on_commit_callbacks):
-    from twin.inventory import inventory_status_commands
+    from twin.inventory.adapter import inventory_status_commands
     _, live = two_clusters
     sent = []
     monkeypatch.setattr(services, "command_send", lambda cmd, **kw: sent.append((cmd, kw)))

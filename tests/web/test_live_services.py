@@ -6,15 +6,20 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
-from twin import command_log, selectors, services
 from twin import models as m
+from twin.control import selectors as control_selectors
+from twin.control import services as control_services
+from twin.inventory import services as inventory_services
+from twin.live import command_log
+from twin.live import selectors as live_selectors
+from twin.live import services as live_services
 
 
 @pytest.fixture
 def sent(monkeypatch):
     """Commands sent to the engine group, instead of a channel layer."""
     calls = []
-    monkeypatch.setattr(services, "command_send", lambda command, **p: calls.append((command, p)))
+    monkeypatch.setattr(control_services, "command_send", lambda command, **p: calls.append((command, p)))
     return calls
 
 
@@ -23,7 +28,7 @@ def request_drill(demo_users, django_capture_on_commit_callbacks):
     """``drill_request`` as the staff user, its on-commit dispatch run at once."""
     def request(user="staff", **kw):
         with django_capture_on_commit_callbacks(execute=True):
-            return services.drill_request(user=demo_users[user], **kw)
+            return control_services.drill_request(user=demo_users[user], **kw)
     return request
 
 
@@ -35,7 +40,7 @@ def test_staff_request_a_drill_it_is_recorded_pending_and_sent(demo_users, sent,
     assert sent == [("drill", {"drill_id": drill.pk, "kind": "storage_slowdown",
                                "target": "random",
                                "params": {"factor": 0.5, "duration_s": 600.0}})]
-    assert selectors.drills_recent() == [drill]
+    assert control_selectors.drills_recent() == [drill]
 
 
 def test_a_drill_the_engine_cannot_be_sent_stays_pending_for_the_engine_to_read(
@@ -43,7 +48,7 @@ def test_a_drill_the_engine_cannot_be_sent_stays_pending_for_the_engine_to_read(
     def down(command, **params):
         raise ConnectionError("redis is down")
 
-    monkeypatch.setattr(services, "command_send", down)
+    monkeypatch.setattr(control_services, "command_send", down)
     drill = request_drill(kind="node", target="random", params={})
     drill.refresh_from_db()
     assert drill.status == "pending"
@@ -97,47 +102,47 @@ def test_named_targets_and_all_are_accepted_where_the_kind_takes_them(sent, requ
 
 def test_speed_and_pause_are_for_staff_with_the_drill_permission(demo_users, sent):
     with pytest.raises(PermissionDenied):
-        services.engine_speed_set(user=demo_users["operator"], factor=10)
+        control_services.engine_speed_set(user=demo_users["operator"], factor=10)
     with pytest.raises(PermissionDenied):
-        services.engine_pause(user=demo_users["operator"], paused=True)
-    assert services.engine_speed_set(user=demo_users["staff"], factor=600) == 600.0
-    assert services.engine_pause(user=demo_users["staff"], paused=False) is False
+        control_services.engine_pause(user=demo_users["operator"], paused=True)
+    assert control_services.engine_speed_set(user=demo_users["staff"], factor=600) == 600.0
+    assert control_services.engine_pause(user=demo_users["staff"], paused=False) is False
     assert sent == [("speed", {"factor": 600.0}), ("resume", {})]
 
 
 @pytest.mark.parametrize("factor", [0, -1, 10_001, "7", None, True, float("inf")])
 def test_speed_out_of_range_is_refused(demo_users, sent, factor):
     with pytest.raises(ValidationError):
-        services.engine_speed_set(user=demo_users["staff"], factor=factor)
+        control_services.engine_speed_set(user=demo_users["staff"], factor=factor)
     assert not sent
 
 
 def test_only_the_newest_three_snapshots_are_kept(db):
     for t in range(5):
-        services.engine_snapshot_save(data=b"x", t_sim=float(t), preset="dev-small", seed=0)
+        live_services.engine_snapshot_save(data=b"x", t_sim=float(t), preset="dev-small", seed=0)
     assert list(m.EngineSnapshot.objects.values_list("t_sim", flat=True)) == [4.0, 3.0, 2.0]
-    assert selectors.engine_snapshot_latest(preset="dev-small", seed=0).t_sim == 4.0
-    assert selectors.engine_snapshot_latest(preset="dev-small", seed=1) is None
+    assert live_selectors.engine_snapshot_latest(preset="dev-small", seed=0).t_sim == 4.0
+    assert live_selectors.engine_snapshot_latest(preset="dev-small", seed=1) is None
 
 
 def test_live_state_is_one_row_updated_in_place(db):
-    assert selectors.live_state_get() is None
+    assert live_selectors.live_state_get() is None
     for seq in (1, 2):
-        services.live_state_write(seq=seq, t_sim=60.0 * seq, frame={"t": 60.0 * seq},
+        live_services.live_state_write(seq=seq, t_sim=60.0 * seq, frame={"t": 60.0 * seq},
                                   health="ok", last_error="", speed=60.0, paused=False)
-    state = selectors.live_state_get()
+    state = live_selectors.live_state_get()
     assert (m.LiveState.objects.count(), state.pk, state.seq, state.frame) == (
-        1, 1, 2, {"t": 120.0, "alerts": {"firing": 0}})  # alerts: twin.alerts' nav badge
+        1, 1, 2, {"t": 120.0, "alerts": {"firing": 0}})  # alerts: twin.alerts.rules' nav badge
 
 
 def test_health_is_a_heartbeat_a_silent_engine_reads_as_down(db, settings):
     settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "HEARTBEAT_S": 10.0}
-    services.live_state_write(seq=1, t_sim=5.0, frame={"t": 5.0, "health": "ok"}, health="ok",
+    live_services.live_state_write(seq=1, t_sim=5.0, frame={"t": 5.0, "health": "ok"}, health="ok",
                               last_error="", speed=1.0, paused=False)
-    assert selectors.live_state_get().health == "ok"
+    assert live_selectors.live_state_get().health == "ok"
     m.LiveState.objects.update(updated_at=timezone.now() - datetime.timedelta(seconds=11))
-    live = selectors.live_state_get()
+    live = live_selectors.live_state_get()
     assert live.health == "down" and live.frame["health"] == "down"
     assert "no heartbeat" in live.last_error
     m.LiveState.objects.update(health="stopped")  # a clean stop says so itself
-    assert selectors.live_state_get().health == "stopped"
+    assert live_selectors.live_state_get().health == "stopped"

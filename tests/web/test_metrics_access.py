@@ -109,7 +109,7 @@ def test_other_pages_still_send_anonymous_visitors_to_login(client, db, metrics_
 @pytest.mark.parametrize("value", ["10.0.0.300/8", "10.0.0.1/8", "localhost", "10.0.0.0/8,,x"])
 def test_a_malformed_allow_list_stops_the_start_up_with_one_clear_line(value):
     env = {**os.environ, "CLUSTERTWIN_METRICS_ALLOW": value,
-           "DJANGO_SETTINGS_MODULE": "twin.settings"}
+           "DJANGO_SETTINGS_MODULE": "twin.config.settings"}
     done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
@@ -121,8 +121,8 @@ def test_a_malformed_allow_list_stops_the_start_up_with_one_clear_line(value):
 
 def test_a_well_formed_allow_list_starts(tmp_path):
     env = {**os.environ, "CLUSTERTWIN_METRICS_ALLOW": " 10.0.0.0/8, 127.0.0.1 ,::1/128",
-           "DJANGO_SETTINGS_MODULE": "twin.settings"}
-    code = ("import django; django.setup(); from twin.conf import app_setting; "
+           "DJANGO_SETTINGS_MODULE": "twin.config.settings"}
+    code = ("import django; django.setup(); from twin.config.conf import app_setting; "
             "print(sorted(str(n) for n in app_setting('METRICS_ALLOW')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)

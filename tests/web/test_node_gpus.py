@@ -17,9 +17,9 @@ from scheduler.live import live_frame, live_placement
 from scheduler.scheduling.inference import REPLICA_BASE
 from scheduler.workload.jobs import Requirement
 from tests.core.factories import HOUR, job, service, workload
-from twin import dcgm
 from twin import models as m
-from twin.services import live_state_write
+from twin.live.services import live_state_write
+from twin.metrics import dcgm
 
 pytestmark = pytest.mark.django_db
 

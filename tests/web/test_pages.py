@@ -44,7 +44,7 @@ def test_seeding_again_keeps_the_passwords_unless_asked_to_reset_them(demo_users
     from django.contrib.auth import get_user_model
 
     from tests.web.conftest import PASSWORD
-    from twin.services import demo_accounts_seed
+    from twin.config.demo import demo_accounts_seed
     assert demo_accounts_seed(password="another-pass") == []
     assert get_user_model().objects.count() == 3
     assert get_user_model().objects.get(username="staff").check_password(PASSWORD)

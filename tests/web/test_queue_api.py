@@ -8,7 +8,7 @@ import pytest
 from scheduler.live import QUEUE_COLUMNS, live_frame, live_placement
 from tests.core.factories import job, run_engine, small_plan, workload
 from twin import models as m
-from twin.services import live_state_write
+from twin.live.services import live_state_write
 
 N_QUEUED = 120
 

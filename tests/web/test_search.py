@@ -8,7 +8,8 @@ import pytest
 
 from tests.web.test_entity_pages import RUN, frame, placement
 from twin import models as m
-from twin import search, services
+from twin.live import services
+from twin.pages import search
 
 pytestmark = pytest.mark.django_db
 

@@ -29,7 +29,7 @@ A_KEY = "k" * 20 + "-a-key-of-this-deployment-only-" + "q" * 20
 def django_process(tmp_path, code: str, **env: str) -> subprocess.CompletedProcess:
     """``code`` after ``django.setup()`` in a child with only ``env`` (and PATH) set."""
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-             "DJANGO_SETTINGS_MODULE": "twin.settings",
+             "DJANGO_SETTINGS_MODULE": "twin.config.settings",
              "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", **env}
     return subprocess.run([sys.executable, "-c", f"import django; django.setup()\n{code}"],
                           cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
@@ -82,7 +82,7 @@ def test_the_deploy_check_passes_our_checks_with_a_key_of_ones_own(tmp_path):
 
 
 def test_the_deploy_checks_flag_an_inline_script_policy_and_no_login_throttling(settings):
-    from twin import checks
+    from twin.config import checks
     assert checks.content_security_policy_check() == []
     assert checks.login_throttling_check() == []
     inline = {"default-src": ["'self'", "'unsafe-inline'"]}  # script-src falls back to it

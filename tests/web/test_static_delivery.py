@@ -34,7 +34,7 @@ def test_a_refusal_is_logged_in_one_line_without_a_traceback_but_a_crash_keeps_i
 
     from django.conf import settings
 
-    from twin.log_filters import RefusalsWithoutTraceback
+    from twin.config.log_filters import RefusalsWithoutTraceback
 
     assert "refusals" in settings.LOGGING["handlers"]["console"]["filters"]
     try:

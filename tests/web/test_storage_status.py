@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from scheduler.live import live_placement
 from twin import models as m
-from twin import services
+from twin.inventory import services
 
 FACTOR_MESSAGE = "factor must be a number between 0 and 1 (exclusive), not {!r}"
 
@@ -107,7 +107,7 @@ def test_the_form_refuses_a_degraded_factor_outside_0_to_1(systems):
 
 
 def test_the_engine_command_is_checked_again_at_the_driver():
-    from twin.engine_commands import CommandError, command_parse
+    from twin.live.engine_commands import CommandError, command_parse
     ok = command_parse({"command": "storage_degraded",
                         "params": {"tier": "nvme", "factor": 0.3}})
     assert (ok.name, ok.params) == ("storage_degraded", {"tier": "nvme", "factor": 0.3})
@@ -121,7 +121,7 @@ def test_the_engine_command_is_checked_again_at_the_driver():
 
 def test_a_fresh_engine_starts_from_the_storage_statuses(systems):
     from scheduler.simulate import Scenario
-    from twin.inventory import cluster_plan_read, inventory_status_commands
+    from twin.inventory.adapter import cluster_plan_read, inventory_status_commands
     m.StorageSystem.objects.filter(pk=systems["pfs"].pk).update(status="degraded",
                                                                 degraded_factor=0.25)
     m.StorageSystem.objects.filter(pk__in=[systems["cache"].pk, systems["pfs-b"].pk]).update(

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from scheduler.simulate import Scenario
 from twin import models as m
-from twin import whatif as service
-from twin.snapshots import engine_pickle
+from twin.live.snapshots import engine_pickle
+from twin.studies import whatif as service
 
 WAIT_S = 300.0  # a ceiling for a spawned worker on a loaded machine, never a measurement
 

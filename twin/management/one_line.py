@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from twin.topology_export import files_write
+from twin.inventory.topology_export import files_write
 
 
 def refuse(message: str) -> CommandError:

@@ -6,8 +6,8 @@ from django.db import migrations, models
 
 
 def default_rules(apps, schema_editor):
-    """The shipped rules (twin.alerts.DEFAULT_RULES, as of this migration)."""
-    from twin.alerts import DEFAULT_RULES
+    """The shipped rules (twin.alerts.rules.DEFAULT_RULES, as of this migration)."""
+    from twin.alerts.rules import DEFAULT_RULES
 
     AlertRule = apps.get_model("twin", "AlertRule")
     AlertRule.objects.bulk_create(

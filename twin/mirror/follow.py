@@ -1,7 +1,7 @@
 """What the mirror read (Slurm, Prometheus) in the engine's ids: the adapter's mirror half.
 
 :class:`HostIndex` maps the inventory's hostnames to engine node ids (their position in id
-order, as :func:`twin.inventory.cluster_plan_read` numbers them) and GPU ids.
+order, as :func:`twin.inventory.adapter.cluster_plan_read` numbers them) and GPU ids.
 :func:`observation` turns a :class:`~twin.mirror.slurm_source.SlurmView` and a
 :class:`~twin.mirror.prom_source.PromView` into a core
 :class:`~scheduler.control.mirror.Observation`, and lists what it could not map (hostnames the
@@ -79,7 +79,6 @@ def _nodes(view, hosts: HostIndex, problems: dict) -> tuple[dict, dict]:
         if node.reason:
             reasons[i] = node.reason
     return statuses, reasons
-
 
 DECLARED = {"params_b": float, "tp": int, "pp": int}
 """What a job may declare in its Slurm comment: ``twin:params_b=70,tp=8,pp=4``."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin.hostlist import expand
+from twin.inventory.hostlist import expand
 from twin.mirror.errors import SourceError, gc_paused, http_get, json_load, run_command
 
 SOURCE = "slurm"

@@ -27,10 +27,10 @@ from scheduler.study.figures import whatif_figures
 from scheduler.study.spec import SpecError, StudySpec, check_spec, load_spec_text
 from scheduler.study.summary import summarise_values
 from twin import models as m
-from twin.conf import app_setting
+from twin.config.conf import app_setting
 from twin.studies.report import write_all
 from twin.studies.runner import RunRecord, StudyError, StudyOutcome, run_study
-from twin.whatif import owner_gone
+from twin.studies.whatif import owner_gone
 
 STUDY_DENIED = "studies are started by staff with the twin.run_drill permission"
 TOKEN = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"

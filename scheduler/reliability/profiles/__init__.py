@@ -25,11 +25,11 @@ one.  Bad files raise one ``ValueError`` line naming the file and the field.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scheduler.limits.checks import is_finite
 from scheduler.reliability.failures import COMPONENTS, UNITS, FailureMode
 
 HERE = Path(__file__).parent
@@ -66,10 +66,6 @@ class Profile:
     confidence: float | None = None
 
 
-def _number(x) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _rate(where: str, m: dict) -> float:
     forms = [k for k in ("per_hour", "per_day", "count") if k in m]
     if len(forms) != 1:
@@ -77,12 +73,12 @@ def _rate(where: str, m: dict) -> float:
                          "count/units/hours")
     if forms[0] == "count":
         for k in ("count", "units", "hours"):
-            if not _number(m.get(k)) or m[k] < 0 or (k != "count" and m[k] <= 0):
+            if not is_finite(m.get(k)) or m[k] < 0 or (k != "count" and m[k] <= 0):
                 raise ValueError(f"{where}: field '{k}' must be a number "
                                  f"{'>= 0' if k == 'count' else '> 0'}, not {m.get(k)!r}")
         return m["count"] / (m["units"] * m["hours"])
     value = m[forms[0]]
-    if not _number(value) or value < 0:
+    if not is_finite(value) or value < 0:
         raise ValueError(f"{where}: field '{forms[0]}' must be a number >= 0, not {value!r}")
     return value if forms[0] == "per_hour" else value / 24.0
 
@@ -104,16 +100,16 @@ def _mode(where: str, m) -> tuple[FailureMode, tuple | None]:
         raise ValueError(f"{where}: field 'unit' of a {comp} mode is {UNITS[comp]!r}, "
                          f"not {m['unit']!r}")
     rate = _rate(where, m)
-    if not _number(m.get("detect_s")) or m["detect_s"] < 0:
+    if not is_finite(m.get("detect_s")) or m["detect_s"] < 0:
         raise ValueError(f"{where}: field 'detect_s' must be a number >= 0 (s)")
-    if not _number(m.get("repair_h")) or m["repair_h"] <= 0:
+    if not is_finite(m.get("repair_h")) or m["repair_h"] <= 0:
         raise ValueError(f"{where}: field 'repair_h' must be a number > 0 (h)")
     if not isinstance(m.get("planned", False), bool):
         raise ValueError(f"{where}: field 'planned' must be true or false")
     ci = None
     if "ci_low" in m or "ci_high" in m:
         lo, hi = m.get("ci_low"), m.get("ci_high")
-        if not (_number(lo) and _number(hi) and 0 <= lo <= hi):
+        if not (is_finite(lo) and is_finite(hi) and 0 <= lo <= hi):
             raise ValueError(f"{where}: fields 'ci_low' and 'ci_high' must be numbers with "
                              "0 <= ci_low <= ci_high")
         ci = (float(lo), float(hi))
@@ -143,7 +139,7 @@ def parse_profile(data: dict, *, origin: str) -> Profile:
         if ci is not None:
             intervals[mode.cause] = ci
     conf = data.get("confidence")
-    if conf is not None and not (_number(conf) and 0 < conf < 1):
+    if conf is not None and not (is_finite(conf) and 0 < conf < 1):
         raise ValueError(f"{origin}: field 'confidence' must be a number in (0, 1)")
     return Profile(data["name"], data["fleet"], data["source"], tuple(modes), intervals, conf)
 

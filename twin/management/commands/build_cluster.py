@@ -7,24 +7,24 @@ import sys
 import time
 
 from django.db import transaction
+from scheduler.fabric.dragonfly import max_groups
+from scheduler.fabric.fattree import fat_tree_capacity
+from scheduler.fabric.rail import rail_capacity
 from tqdm import tqdm
 
-from scheduler.control.bounds import CLUSTER_GPUS, RADIX, Bound
 from scheduler.hardware.catalog import get as get_model
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
-from scheduler.physics.fabric.dragonfly import max_groups
-from scheduler.physics.fabric.fattree import fat_tree_capacity
-from scheduler.physics.fabric.rail import rail_capacity
+from scheduler.limits.bounds import CLUSTER_GPUS, RADIX, Bound
 from scheduler.presets import PRESETS, get_preset
 from twin import models as m
-from twin.inventory import cluster_plan_write, plan_row_count
+from twin.inventory.adapter import cluster_plan_write, plan_row_count
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
 FABRICS = ("fat-tree", "dragonfly+", "rail", "dragonfly")
 
 
 def _positive_int(flag: str, raw: str | None, bound: Bound) -> int | None:
-    """``raw`` as an integer within ``bound`` (:mod:`scheduler.control.bounds`)."""
+    """``raw`` as an integer within ``bound`` (:mod:`scheduler.limits.bounds`)."""
     if raw is None:
         return None
     try:

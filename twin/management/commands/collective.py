@@ -1,6 +1,6 @@
 """``collective``: price one NCCL collective on a preset's (or a named) accelerator and NIC.
 
-The model is :mod:`scheduler.physics.fabric.collectives`; this command parses and checks the flags,
+The model is :mod:`scheduler.physics.collectives`; this command parses and checks the flags,
 prints the candidate algorithms as a table and writes the chosen one as JSON.  ``--preset``
 takes the accelerator, its NIC speed and the fabric kind from the preset's first node group;
 otherwise ``--accelerator`` (default H100-SXM), ``--nic-gbps`` (default 400) and ``--fabric``
@@ -19,17 +19,17 @@ import re
 import sys
 
 from django.core.management.base import BaseCommand
+from scheduler.physics.collectives import algorithms, collective, scaleout_link, scaleup_link
+from scheduler.fabric.topology import KINDS
 
-from scheduler.control.bounds import (
+from scheduler.hardware.catalog import get as get_model
+from scheduler.limits.bounds import (
     CLUSTER_GPUS,
     COLLECTIVE_BYTES,
     NIC_GBPS,
     OVERSUBSCRIPTION,
     Bound,
 )
-from scheduler.hardware.catalog import get as get_model
-from scheduler.physics.fabric.collectives import algorithms, collective, scaleout_link, scaleup_link
-from scheduler.physics.fabric.topology import KINDS
 from scheduler.presets import PRESETS, get_preset
 from twin.management.one_line import output_path, output_write, refuse
 
@@ -57,7 +57,7 @@ def parse_bytes(raw: str) -> float:
 
 
 def _within(flag: str, value, bound: Bound):
-    """``value`` inside its documented bound (:mod:`scheduler.control.bounds`)."""
+    """``value`` inside its documented bound (:mod:`scheduler.limits.bounds`)."""
     try:
         return bound.check(flag, value)
     except ValueError as exc:

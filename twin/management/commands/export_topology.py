@@ -1,6 +1,6 @@
 """``export_topology``: write a cluster's Slurm topology or Kubernetes labels from the inventory.
 
-The formats and every choice in them are described in :mod:`twin.topology_export`; this command
+The formats and every choice in them are described in :mod:`twin.inventory.topology_export`; this command
 checks the flags, picks the cluster, and writes the files atomically.
 """
 
@@ -12,8 +12,7 @@ from pathlib import Path
 from django.db import DatabaseError
 
 from twin import models as m
-from twin.management.one_line import OneLineCommand, refuse
-from twin.topology_export import (
+from twin.inventory.topology_export import (
     FORMATS,
     GRES_CONF,
     SLURM_NODES,
@@ -21,6 +20,7 @@ from twin.topology_export import (
     files_write,
     topology_files,
 )
+from twin.management.one_line import OneLineCommand, refuse
 
 
 class Command(OneLineCommand):

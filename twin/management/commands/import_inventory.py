@@ -1,8 +1,8 @@
 """``import_inventory``: write a cluster from a JSON, CSV or NetBox inventory, or from Slurm.
 
-The layouts are described in :mod:`twin.inventory_import`, :mod:`twin.inventory_formats` and
-:mod:`twin.slurm_import`.  Every row is checked before anything is written; the errors go to
-stderr one per line (the first :data:`~twin.inventory_import.MAX_ERRORS`) and the command
+The layouts are described in :mod:`twin.inventory.importer`, :mod:`twin.inventory.formats` and
+:mod:`twin.inventory.slurm_import`.  Every row is checked before anything is written; the errors go to
+stderr one per line (the first :data:`~twin.inventory.importer.MAX_ERRORS`) and the command
 exits with status 2, the database as it was.
 """
 
@@ -14,15 +14,15 @@ from pathlib import Path
 
 from django.db import DatabaseError
 
-from twin.inventory_formats import (
+from twin.inventory.formats import (
     LayoutError,
     inventory_from_csv,
     inventory_from_json,
     inventory_from_netbox,
 )
-from twin.inventory_import import MAX_ERRORS, InventoryError, inventory_import
+from twin.inventory.importer import MAX_ERRORS, InventoryError, inventory_import
+from twin.inventory.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
 from twin.management.one_line import OneLineCommand, refuse
-from twin.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
 
 FORMATS = ("json", "csv", "netbox")
 

@@ -21,7 +21,7 @@ import json
 import math
 import sys
 
-from scheduler.control.bounds import CLUSTER_GPUS, Bound
+from scheduler.limits.bounds import CLUSTER_GPUS, Bound
 from scheduler.reliability import analysis as ra
 from scheduler.reliability.failures import MODES
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse

@@ -10,9 +10,9 @@ import signal
 import time
 
 from scheduler.presets import PRESETS
-from twin.checks import IN_MEMORY_LAYER, channel_layer_backend
-from twin.driver import EngineDriver, EngineStartError
-from twin.engine_commands import SPEED_MAX
+from twin.config.checks import IN_MEMORY_LAYER, channel_layer_backend
+from twin.live.driver import EngineDriver, EngineStartError
+from twin.live.engine_commands import SPEED_MAX
 from twin.management.one_line import OneLineCommand, refuse
 
 PROGRESS_EVERY_S = 10.0

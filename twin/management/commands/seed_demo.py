@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from twin.conf import app_setting
-from twin.services import DEMO_ACCOUNTS, demo_accounts_seed
+from twin.config.conf import app_setting
+from twin.config.demo import DEMO_ACCOUNTS, demo_accounts_seed
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@
 The comparison is :func:`scheduler.control.whatif.whatif`; this command picks the engine
 (``--from-live``: the live engine's newest snapshot, as the web's what-ifs do; ``--preset``:
 a new engine of that preset, run ``--warm-hours`` first), checks the flags as the web does
-(:func:`twin.whatif.whatif_params_check`), shows progress, prints a table and writes JSON.
+(:func:`twin.studies.whatif.whatif_params_check`), shows progress, prints a table and writes JSON.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from scheduler.control.whatif import whatif
 from scheduler.presets import PRESETS
 from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError
-from twin import selectors
-from twin import whatif as service
+from twin.live import selectors
+from twin.live.snapshots import engine_unpickle
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
-from twin.snapshots import engine_unpickle
+from twin.studies import whatif as service
 
 
 def _number(flag: str, raw: str, cast=float):

@@ -1,0 +1,648 @@
+"""The typed contract between the core and the web: the live frame and the placement.
+
+:func:`scheduler.live.live_frame` builds a :class:`LiveFrame` every tick (the dashboard's view,
+broadcast to every WebSocket); :func:`scheduler.live.live_placement` a :class:`LivePlacement`
+(kept in the database for the API, the admin and the zoomable heatmaps, never broadcast);
+:func:`scheduler.frames.heat_zoom` cuts a :class:`LinkZoom` or :class:`RackZoom` out of the
+placement's full-resolution heatmaps (``/api/heatmap``).  The driver keeps a frame as a
+:class:`StoredFrame` (the engine's frame plus its own status and the alert count) and sends
+it as a :class:`PublishedFrame` (plus the broadcast head); a client that connects gets a
+:class:`Snapshot`, or a :class:`PendingSnapshot` before the first frame.
+
+A key is required unless marked ``NotRequired``; ``X | None`` is a key that is always there and
+may be null.  Units are given in each type's docstring (s: simulated seconds; h: simulated
+hours; fractions are 0-1 unless said otherwise).
+
+``python -m scheduler.frame_schema > docs/frame.schema.json`` writes the JSON Schema
+(draft 2020-12) of these types; a test compares the checked-in file with
+:func:`json_schema` and validates real frames against it.  This module imports only the
+standard library.
+
+>>> sorted(LiveFrame.__required_keys__)[:4]
+['ettr', 'events', 'failures', 'goodput']
+>>> json_schema()["$defs"]["Scale"]["required"]
+['zmin', 'zmax', 'unit', 'title']
+"""
+
+import json
+import sys
+import types
+import typing
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+# ----------------------------------------------------------------- the live frame's parts
+class VendorUse(TypedDict):
+    """GPUs of one vendor (GPUs), and how many of them are allocated (GPUs)."""
+
+    gpus: int
+    allocated: int
+
+
+class Utilisation(TypedDict):
+    """GPUs now, GPUs: ``allocated + idle + spare + down == gpus``."""
+
+    gpus: int
+    allocated: int
+    idle: int
+    spare: int
+    down: int
+    by_vendor: dict[str, VendorUse]
+
+
+class LedgerHours(TypedDict):
+    """GPU-hours of the run so far booked to each ledger category (GPU-h); they sum to the
+    period (``scheduler.model.ledger.CATEGORIES``)."""
+
+    productive: float
+    idle: float
+    fragmented: float
+    preempted: float
+    lost_work: float
+    recovery: float
+    checkpoint_stall: float
+    exposed_communication: float
+    data_stall: float
+    throttled: float
+    down_for_repair: float
+    hot_spare: float
+    inference: float
+
+
+class MfuLoss(TypedDict, total=False):
+    """MFU lost to each training category, percentage points of peak, plus
+    ``kernel_efficiency``.  Every key is present once the run has training GPU-time; none
+    before (an empty object)."""
+
+    idle: float
+    fragmented: float
+    preempted: float
+    lost_work: float
+    recovery: float
+    checkpoint_stall: float
+    exposed_communication: float
+    data_stall: float
+    throttled: float
+    down_for_repair: float
+    hot_spare: float
+    kernel_efficiency: float
+
+
+class JobCounts(TypedDict):
+    """Training jobs by state (jobs); ``preemptions`` counts preemptions so far."""
+
+    queued: int
+    running: int
+    recovering: int
+    in_cloud: int
+    done: int
+    preemptions: int
+
+
+class QueuedJob(TypedDict):
+    """A queued gang in the policy's order: its 1-based ``position``, ``gpus`` (GPUs),
+    ``wait_h`` (h queued), ``reserved_start_h`` (h, the backfill reservation while it lies
+    ahead, else null) and ``reason`` (why it waits, in Slurm's words; may be empty)."""
+
+    position: int
+    name: str
+    tenant: str
+    gpus: int
+    priority: int
+    wait_h: float
+    reserved_start_h: float | None
+    reason: str
+
+
+class Span(TypedDict):
+    """How many pods and leaves a gang's nodes cover."""
+
+    pods: int
+    leaves: int
+
+
+class RunningJob(TypedDict):
+    """A gang holding GPUs: ``state`` (``running``, ``draining``, ``detecting`` ...),
+    ``model`` (accelerator model name), ``mfu`` (fraction of the gang's peak; 0 unless
+    running) and ``running_h`` (h since its segment started)."""
+
+    name: str
+    tenant: str
+    gpus: int
+    state: str
+    model: str
+    span: Span
+    mfu: float
+    running_h: float
+
+
+class TenantUse(TypedDict):
+    """GPUs a tenant holds now (training and inference) and its quota (GPUs)."""
+
+    tenant: str
+    used_gpus: int
+    quota_gpus: int
+
+
+class Inference(TypedDict):
+    """GPUs serving inference now, and the share of demand served so far (null: no demand
+    yet)."""
+
+    serving_gpus: int
+    slo_attainment: float | None
+
+
+class Interruptions(TypedDict):
+    """Job interruptions so far: unplanned, planned, and all of them by cause."""
+
+    unplanned: int
+    planned: int
+    by_cause: dict[str, int]
+
+
+class MttfBucket(TypedDict):
+    """One job-size bucket (``gpus``: ``"8-63"``, ``">=4096"``): jobs that started on
+    premises, their interruptions, the MTTF measured (h; null: none interrupted) and the one
+    the failure model predicts for the bucket's mean job (h; null: no job)."""
+
+    gpus: str
+    jobs: int
+    interruptions: int
+    mttf_hours: float | None
+    predicted_mttf_hours: float | None
+
+
+class Failures(TypedDict):
+    """Component failures so far, free hot spares (GPUs), repairs pending, lemon node ids
+    (engine ids) and MTTF by job size."""
+
+    total: int
+    spares_free: int
+    repairs_pending: int
+    lemon_nodes: list[int]
+    mttf_by_size: list[MttfBucket]
+
+
+class Power(TypedDict):
+    """Power now: IT and facility draw (MW), the hottest rack (kW), GPUs throttled."""
+
+    it_mw: float
+    facility_mw: float
+    rack_peak_kw: float
+    throttled_gpus: int
+
+
+class Event(TypedDict):
+    """One line of the engine's event log at ``t`` (s).  The optional keys name what it is
+    about: ``job`` and ``jobs`` (names; a cloud-region-loss drill lists run indices),
+    ``cause`` (failure cause), ``component`` (``"node 12"``, ``"rack 3"`` ...), ``drill``
+    (drill kind), ``xid`` (XID code), and engine ids of a ``switch``, ``link``, ``gpu``,
+    ``node``."""
+
+    t: float
+    kind: str
+    text: str
+    job: NotRequired[str]
+    jobs: NotRequired[list[str | int]]
+    cause: NotRequired[str]
+    component: NotRequired[str]
+    drill: NotRequired[str]
+    xid: NotRequired[int]
+    switch: NotRequired[int]
+    link: NotRequired[int]
+    gpu: NotRequired[int]
+    node: NotRequired[int]
+
+
+class Scale(TypedDict):
+    """A heatmap's fixed colour scale, from the model: bounds ``zmin``/``zmax`` in ``unit``
+    (``design``: the outlet of a rack at its provisioned power, °C, outlet maps only)."""
+
+    zmin: float
+    zmax: float
+    unit: str
+    title: str
+    design: NotRequired[float]
+
+
+class Heatmap(TypedDict):
+    """A downsampled matrix (at most ``MAX_CELLS`` cells): each cell the maximum of the
+    ``rows_per_cell`` x ``cols_per_cell`` block it merges; ``shape`` is the full matrix's,
+    ``rows`` the ``[first, last]`` ids each cell row covers."""
+
+    title: str
+    x: str
+    y: str
+    rows_per_cell: int
+    cols_per_cell: int
+    shape: list[int]
+    z: list[list[float]]
+    rows: list[list[int]]
+    scale: Scale
+
+
+class LinkHeatmap(Heatmap):
+    """One link tier, lower switch by uplink slot (utilisation 0-1); ``tier`` is absent on
+    the Dragonfly+ group-by-group map of global links.  ``down``: share of each cell's links
+    out (same cells as ``z``); ``links_down``: their count."""
+
+    tier: NotRequired[str]
+    down: list[list[float]]
+    links_down: int
+
+
+class RackHeatmap(Heatmap):
+    """Racks as on the floor (halls stacked; ``rows`` are floor rows); ``empty`` (-1) marks a
+    cell with no rack."""
+
+    rows_per_hall: int
+    empty: int
+
+
+class RackHeatmaps(TypedDict):
+    """Rack maps: share of nodes out (always), and with the power model, draw (kW), draw over
+    budget (fraction) and outlet temperature (°C)."""
+
+    status: RackHeatmap
+    power_kw: NotRequired[RackHeatmap]
+    power_share: NotRequired[RackHeatmap]
+    outlet_c: NotRequired[RackHeatmap]
+
+
+class StorageTier(TypedDict):
+    """A storage tier's demand, supply and capacity (GB/s)."""
+
+    tier: str
+    demand_gb_s: float
+    supply_gb_s: float
+    capacity_gb_s: float
+
+
+class Heatmaps(TypedDict):
+    """The topology page's maps; ``links`` once the fabric has routed a load, ``storage``
+    with the physics model."""
+
+    racks: RackHeatmaps
+    links: NotRequired[list[LinkHeatmap]]
+    storage: NotRequired[list[StorageTier]]
+
+
+class MirrorTelemetry(TypedDict):
+    """Measured telemetry of the mirrored cluster: GPUs reporting of all, mean utilisation
+    (%), total draw (kW), hottest GPU (°C), mean tensor activity (0-1); null: not reported."""
+
+    gpus_reporting: int
+    gpus: int
+    util_mean_pct: float | None
+    power_kw: float | None
+    temp_max_c: float | None
+    tensor_active_mean: float | None
+
+
+class MirrorSummary(TypedDict):
+    """A mirror's state: polls applied, pending jobs by reason, ended jobs by end state, jobs
+    the engine could not follow (first 20, job id -> why) and their count, XID codes seen
+    (code -> GPUs) and the telemetry summary."""
+
+    polls: int
+    pending_reasons: dict[str, int]
+    ended: dict[str, int]
+    rejected: dict[str, str]
+    rejected_count: int
+    xid: dict[str, int]
+    telemetry: MirrorTelemetry
+
+
+class LiveFrame(TypedDict):
+    """The dashboard's view of the engine at ``t`` (s), built once per tick.
+
+    ``mfu`` (fraction of peak) and ``loss_pp`` since the start of the run; ``mfu_window`` the
+    MFU of the last window (null while it holds no training GPU-time), ``mfu_window_s`` the
+    seconds it covers; ``goodput`` and ``ettr`` fractions (``ettr`` null before a training
+    run started); ``queue``, ``running_jobs`` and ``events`` the first 50 (``top``);
+    ``power`` null without the power model; ``mirror`` null unless the engine mirrors a real
+    cluster.
+    """
+
+    t: float
+    util: Utilisation
+    mfu: float
+    loss_pp: MfuLoss
+    goodput: float
+    mfu_window: float | None
+    mfu_window_s: float
+    ettr: float | None
+    ledger_gpu_hours: LedgerHours
+    jobs: JobCounts
+    queue: list[QueuedJob]
+    running_jobs: list[RunningJob]
+    tenants: list[TenantUse]
+    inference: Inference
+    interruptions: Interruptions
+    failures: Failures
+    power: Power | None
+    events: list[Event]
+    heatmaps: Heatmaps
+    mirror: MirrorSummary | None
+
+
+# ----------------------------------------------------------------- as the web receives it
+class SourceProblem(TypedDict):
+    """Records of one kind a mirror source could not use: how many, and the first names."""
+
+    count: int
+    names: list[str]
+
+
+class SourceStatus(TypedDict):
+    """A mirror source (``slurm``, ``prometheus``): ``state`` (``waiting``, ``ok``,
+    ``stale``, ``error``), last good and last tried read (epoch s), age of the good one (s),
+    the last error, how long the read took (s), and problems by kind."""
+
+    state: str
+    last_ok: float | None
+    last_try: float | None
+    age_s: float | None
+    error: str
+    read_s: float | None
+    problems: dict[str, SourceProblem]
+
+
+class DriverStatus(TypedDict):
+    """What the engine driver adds to each frame: ``speed`` (simulated s per wall s),
+    ``health`` (``starting``, ``ok``, ``error``, ``stopped``), ``lag_ticks``, the ``source``
+    (``simulate`` or ``mirror``) and each mirror source's status (null when simulating)."""
+
+    speed: float
+    paused: bool
+    health: str
+    lag_ticks: int
+    source: Literal["simulate", "mirror"]
+    sources: dict[str, SourceStatus] | None
+
+
+class AlertCount(TypedDict):
+    """Alerts firing after this frame's evaluation."""
+
+    firing: int
+
+
+class StoredFrame(LiveFrame, DriverStatus):
+    """A frame as the driver keeps it (``LiveState.frame``) and publishes it; ``alerts``
+    unless the alert evaluation failed."""
+
+    alerts: NotRequired[AlertCount]
+
+
+class PublishedFrame(StoredFrame):
+    """A frame on the WebSocket: ``type`` and ``seq`` (the publisher's count) first, ``t``
+    (s) and ``sent_at`` (the publisher's epoch s); ``dropped`` (frames this client missed)
+    when the consumer had to coalesce."""
+
+    type: Literal["frame"]
+    seq: int
+    sent_at: float
+    dropped: NotRequired[int]
+
+
+class Snapshot(StoredFrame):
+    """The full state a client gets on connect or resync: the stored frame, its ``seq`` and
+    the driver's freshest status (``last_error``: empty unless the engine failed)."""
+
+    type: Literal["snapshot"]
+    seq: int
+    last_error: str
+
+
+class PendingSnapshot(TypedDict):
+    """The snapshot before the engine's first frame."""
+
+    type: Literal["snapshot"]
+    seq: int
+    pending: Literal[True]
+
+
+# ----------------------------------------------------------------- the placement
+class PackedArray(TypedDict):
+    """A numpy array: zlib-compressed bytes, base64 (``scheduler.frames``)."""
+
+    dtype: str
+    shape: list[int]
+    data: str
+
+
+class LinkDetail(TypedDict):
+    """One switch-link tier at full resolution: lower switches' ids and pods (int32) and
+    utilisation by uplink slot (uint16, units of 1e-4; 65535: the link is out)."""
+
+    ids: PackedArray
+    pods: PackedArray
+    util: PackedArray
+
+
+class RackDetail(TypedDict):
+    """Every rack's hall, row and position (int32) and its values (uint16, quantised:
+    status and power_share 1e-4, power_kw 0.1 kW, outlet_c 0.01 °C)."""
+
+    hall: PackedArray
+    row: PackedArray
+    col: PackedArray
+    status: PackedArray
+    power_kw: NotRequired[PackedArray]
+    power_share: NotRequired[PackedArray]
+    outlet_c: NotRequired[PackedArray]
+
+
+class NoDetail(TypedDict):
+    """Nothing (an engine without the physics model)."""
+
+
+class HeatDetail(TypedDict):
+    """The heatmaps at full resolution, by link tier, and the racks'."""
+
+    links: dict[str, LinkDetail]
+    racks: RackDetail | NoDetail
+
+
+class PlacedJob(TypedDict):
+    """A gang holding GPUs: its node runs and GPU runs (``[first, last]``, engine ids)."""
+
+    state: str
+    gpus: int
+    tenant: str
+    model: str
+    nodes: list[list[int]]
+    gpu_runs: list[list[int]]
+
+
+class HeldJob(TypedDict):
+    """A job an operator held: ``wait_h`` (h since it queued), ``reason`` (``JobHeldUser``)."""
+
+    name: str
+    tenant: str
+    gpus: int
+    priority: int
+    reason: str
+    wait_h: float
+
+
+QueueRow = tuple[int, str, str, int, int, float, float | None, str]
+"""A queue row (a JSON array) of ``scheduler.live.QUEUE_COLUMNS``: position, name, tenant,
+gpus, priority, wait_h, reserved_start_h, reason."""
+
+
+class LivePlacement(TypedDict):
+    """Where every gang is and every node's status at ``t`` (s), by engine ids; runs are
+    ``[first, last]`` lists.  ``storage``: each tier's share of its bandwidth left (0-1);
+    ``queue`` the first 20,000 rows, ``queue_total`` the queue's length; ``serving`` each
+    inference service's GPU runs."""
+
+    t: float
+    jobs: dict[str, PlacedJob]
+    down: list[list[int]]
+    drained: list[list[int]]
+    spare: list[list[int]]
+    gpus_down: list[list[int]]
+    switches_down: list[list[int]]
+    links_down: list[list[int]]
+    storage: dict[str, float]
+    heat: HeatDetail
+    held: list[HeldJob]
+    queue: list[QueueRow]
+    queue_total: int
+    serving: dict[str, list[list[int]]]
+
+
+class LinkZoom(TypedDict):
+    """A cut of a link tier, un-merged: switch ids of the rows, utilisation (0-1), ``down``
+    (1: the link is out) and their count."""
+
+    tier: str
+    title: str
+    x: str
+    y: str
+    ids: list[int]
+    z: list[list[float]]
+    down: list[list[int]]
+    links_down: int
+    scale: Scale
+
+
+class RackZoom(TypedDict):
+    """One hall of a rack map, un-merged: rack id of each cell (-1: none), values in the
+    scale's unit (null: no rack); ``kw`` beside ``power_share`` (kW)."""
+
+    tier: str
+    title: str
+    x: str
+    y: str
+    ids: list[list[int]]
+    z: list[list[float | None]]
+    scale: Scale
+    kw: NotRequired[list[list[float | None]]]
+
+
+HeatZoom = LinkZoom | RackZoom
+
+MESSAGES = {"LiveFrame": LiveFrame, "StoredFrame": StoredFrame,
+            "PublishedFrame": PublishedFrame, "Snapshot": Snapshot,
+            "PendingSnapshot": PendingSnapshot, "LivePlacement": LivePlacement,
+            "HeatZoom": HeatZoom}
+"""The messages the schema describes, by name (each a ``$defs`` entry; ``LiveFrame`` is the
+document's root)."""
+
+
+# ----------------------------------------------------------------- JSON Schema
+_SCALARS = {int: "integer", float: "number", str: "string", bool: "boolean",
+            type(None): "null"}
+
+
+def _is_typeddict(tp) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
+
+
+def _schema(tp, defs: dict) -> dict:
+    """The JSON Schema of ``tp``, adding every TypedDict it reaches to ``defs``."""
+    if tp is Any:
+        return {}
+    if tp in _SCALARS:
+        return {"type": _SCALARS[tp]}
+    if _is_typeddict(tp):
+        if tp.__name__ not in defs:
+            defs[tp.__name__] = {}  # a placeholder: recursion stops here
+            defs[tp.__name__] = _object(tp, defs)
+        return {"$ref": f"#/$defs/{tp.__name__}"}
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        parts = [_schema(a, defs) for a in args]
+        if all(set(p) == {"type"} for p in parts):
+            return {"type": [p["type"] for p in parts]}
+        return {"anyOf": parts}
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin is list:
+        return {"type": "array", "items": _schema(args[0], defs)}
+    if origin is tuple:
+        return {"type": "array", "prefixItems": [_schema(a, defs) for a in args],
+                "items": False, "minItems": len(args), "maxItems": len(args)}
+    if origin is dict:
+        if args[0] is not str:
+            raise TypeError(f"JSON object keys are strings, not {args[0]!r}")
+        return {"type": "object", "additionalProperties": _schema(args[1], defs)}
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+def _object(td, defs: dict) -> dict:
+    hints = typing.get_type_hints(td)
+    out: dict = {"type": "object"}
+    if td.__doc__:
+        out["description"] = " ".join(td.__doc__.split())
+    out["properties"] = {k: _schema(v, defs) for k, v in hints.items()}
+    out["required"] = [k for k in hints if k in td.__required_keys__]
+    out["additionalProperties"] = False
+    return out
+
+
+def json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of :data:`MESSAGES`: one ``$defs`` entry per type, the
+    root a :class:`LiveFrame`."""
+    defs: dict = {}
+    for name, tp in MESSAGES.items():
+        ref = _schema(tp, defs)
+        if name not in defs:
+            defs[name] = ref
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://clustertwin.invalid/frame.schema.json",
+            "title": "ClusterTwin live frame",
+            "description": " ".join((__doc__ or "").split("\n\n")[0].split()),
+            "$ref": "#/$defs/LiveFrame",
+            "$defs": dict(sorted(defs.items()))}
+
+
+def schema_text() -> str:
+    """:func:`json_schema` as the checked-in ``docs/frame.schema.json`` holds it."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def keys_of(tp) -> set[str]:
+    """Every key of ``tp`` and of the TypedDicts it reaches (the names a reader may use)."""
+    seen: set = set()
+    out: set[str] = set()
+
+    def walk(t):
+        if _is_typeddict(t):
+            if t in seen:
+                return
+            seen.add(t)
+            for k, v in typing.get_type_hints(t).items():
+                out.add(k)
+                walk(v)
+        for a in typing.get_args(t):
+            walk(a)
+
+    walk(tp)
+    return out
+
+
+if __name__ == "__main__":
+    sys.stdout.write(schema_text())

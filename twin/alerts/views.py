@@ -1,0 +1,110 @@
+"""The alerts page and API: everyone logged in reads; staff acknowledge (audited).
+
+``GET /api/alerts?state=firing|resolved|acknowledged|unacknowledged&severity=&rule=&limit=``
+lists alerts newest first; ``POST /api/alerts/<id>/ack`` (staff, ``application/json``, CSRF)
+acknowledges one.  The page posts a form with the same effect.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from twin import models as m
+from twin.alerts import rules as alerts
+
+LIMIT = 100
+LIMIT_MAX = 1000
+STATES = ("firing", "resolved", "acknowledged", "unacknowledged")
+ACK_DENIED = "acknowledging alerts is for staff"
+
+
+def _error(message: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def _filtered(params) -> tuple[object, str | None]:
+    """The alerts matching ``params`` (a QueryDict), or an error message."""
+    qs = m.Alert.objects.select_related("rule", "acknowledged_by")
+    state = params.get("state", "").strip()
+    if state and state not in STATES:
+        return None, f"state must be one of {', '.join(STATES)}, not {state[:40]!r}"
+    if state in ("firing", "resolved"):
+        qs = qs.filter(state=state)
+    elif state == "acknowledged":
+        qs = qs.filter(acknowledged_at__isnull=False)
+    elif state == "unacknowledged":
+        qs = qs.filter(acknowledged_at__isnull=True)
+    severity = params.get("severity", "").strip()
+    if severity:
+        if severity not in m.AlertRule.Severity.values:
+            return None, (f"severity must be one of {', '.join(m.AlertRule.Severity.values)}, "
+                          f"not {severity[:40]!r}")
+        qs = qs.filter(rule__severity=severity)
+    rule = params.get("rule", "").strip()[:64]
+    if rule:
+        qs = qs.filter(rule__name=rule)
+    return qs, None
+
+
+@require_GET
+def alerts_page(request):
+    qs, error = _filtered(request.GET)
+    if error:
+        messages.error(request, error)
+        qs, _ = _filtered({})
+    return render(request, "twin/alerts.html", {
+        "alerts": list(qs[:LIMIT]), "firing": m.Alert.objects.filter(state="firing").count(),
+        "can_ack": request.user.is_staff, "filters": {k: request.GET.get(k, "")[:64]
+                                                       for k in ("state", "severity", "rule")},
+        "states": STATES, "severities": m.AlertRule.Severity.values})
+
+
+@require_POST
+def alert_ack_form(request, pk: int):
+    """The page's Acknowledge button (a form POST with the CSRF token)."""
+    try:
+        alert = alerts.alert_acknowledge(alert_id=pk, user=request.user)
+        messages.success(request, f"Alert {alert.pk} ({alert.rule.name}) acknowledged.")
+    except PermissionDenied:
+        raise PermissionDenied(ACK_DENIED) from None
+    except m.Alert.DoesNotExist:
+        messages.error(request, f"alert {pk} does not exist")
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    return redirect("alerts")
+
+
+@require_GET
+def api_alerts(request):
+    qs, error = _filtered(request.GET)
+    if error:
+        return _error(error, 400)
+    try:
+        limit = int(request.GET.get("limit", LIMIT))
+    except ValueError:
+        return _error("limit must be an integer", 400)
+    if not 1 <= limit <= LIMIT_MAX:
+        return _error(f"limit must be between 1 and {LIMIT_MAX}", 400)
+    return JsonResponse({"firing": m.Alert.objects.filter(state="firing").count(),
+                         "alerts": [alerts.alert_json(a) for a in qs[:limit]]})
+
+
+@require_http_methods(["POST"])
+def api_alert_ack(request, pk: int):
+    """Body: ``{}`` (``application/json``); 200 with the alert, 409 if acknowledged already."""
+    if not request.user.is_staff:
+        return _error(ACK_DENIED, 403)
+    if request.content_type != "application/json":
+        return _error(f"send application/json, not {request.content_type or 'no Content-Type'}",
+                      415)
+    try:
+        alert = alerts.alert_acknowledge(alert_id=pk, user=request.user)
+    except m.Alert.DoesNotExist:
+        return _error(f"alert {pk} does not exist", 404)
+    except ValueError as exc:
+        return _error(str(exc), 409)
+    return JsonResponse(alerts.alert_json(alert))

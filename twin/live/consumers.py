@@ -1,0 +1,459 @@
+"""``/ws/twin/``: the live dashboard's WebSocket. Transport only.
+
+Connecting is cheap: the socket is accepted before anything reads the database (daphne drops a
+handshake that takes 5 s, and a thousand dashboards reconnecting at once would queue behind the
+one database thread), then its session is checked (batched with every other socket's check, and
+reused for ``WS_RECHECK_S`` by sockets of the same session), then it joins ``twin.frames`` and its
+sender task sends the snapshot, then frames.
+
+A socket keeps no rights of its own: every command re-reads the session and the user (active,
+still logged in with this password, staff with ``twin.run_drill`` to steer), and every
+``WS_RECHECK_S`` one batched check looks at the sessions of all open sockets. Close codes:
+
+* 4401: not logged in, or no longer: logged out, session expired, user deactivated, password
+  changed.
+* 4403: the user lost a right this socket had (``twin.run_drill``, staff); reconnecting gives
+  the socket the rights the user has now.
+* 4408: the client does not read: bytes written while its send buffer was full passed
+  ``WS_MAX_QUEUED_BYTES``, or ``WS_STALLED_FRAMES`` frames in a row found it full.
+* 4429: more than ``WS_MESSAGE_BURST`` messages at once, or ``WS_MESSAGES_PER_S`` sustained.
+
+Frames are never queued per client: each consumer holds at most one pending frame and sends it
+when the socket can take it (under daphne the consumer is a Twisted push producer of its socket,
+paused while the socket's send buffer is over its high-water mark), so a slow client skips frames
+(and is told how many, in a ``dropped`` field) instead of growing the server. From the channel
+layer only signed frames are taken (:func:`twin.live.broadcast.frame_verify`), and a frame whose
+``seq`` jumps more than ``WS_MAX_SEQ_JUMP`` ahead is not trusted: the next re-check sends the
+stored snapshot instead. Clients may only send the allow-listed messages below, and those go to
+services, never back out to other clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+import weakref
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from twin.config.conf import app_setting
+from twin.live import broadcast, selectors
+from twin.live.driver import driver_ensure_started
+from twin.live.socket_sessions import (
+    RightLost,
+    Rights,
+    SessionEnded,
+    SocketSessions,
+    socket_sessions,
+    steer,
+)
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_SLOW_READER = 4408
+CLOSE_TOO_MANY_MESSAGES = 4429
+MAX_CLIENT_MESSAGE = 1024
+"""Largest client message accepted, characters."""
+
+TRANSPORT_SCOPE_KEY = "twin.transport"
+"""Scope key of the socket's Twisted transport, which takes a push producer for its send buffer
+(under daphne; see :mod:`twin.live.routing`). ``None`` under other servers and in most tests."""
+
+_CLOSED = {CLOSE_UNAUTHENTICATED: "closed_unauthenticated", CLOSE_FORBIDDEN: "closed_forbidden",
+           CLOSE_SLOW_READER: "closed_slow_reader",
+           CLOSE_TOO_MANY_MESSAGES: "closed_too_many_messages"}
+"""The counter of each close code (``stream_metrics``); 4408 and 4429 are also logged."""
+_counters = {"connections": 0, "frames_sent": 0, "frames_dropped": 0, "client_errors": 0,
+             "frames_untrusted": 0, **dict.fromkeys(_CLOSED.values(), 0)}
+_snapshot_cache: dict = {"key": None, "text": None}
+
+
+def stream_metrics() -> dict[str, int]:
+    """Per-process counters for /metrics: open sockets, frames sent and dropped (coalesced),
+    sockets closed by code, frames not trusted, and layer messages refused (by kind)."""
+    refused = {f"layer_refused_{k.replace(' ', '_')}": n
+               for k, n in broadcast.refused_counts().items()}
+    return {**_counters, **refused}
+
+
+# ----------------------------------------------------------------- flow control
+class OutboundFlow:
+    """How far a socket's client is behind, as a Twisted push producer of its transport.
+
+    Twisted pauses it when the socket's send buffer passes its high-water mark (64 kB) and
+    resumes it once the buffer drained. daphne's ``send`` never waits, so the bytes written
+    while paused (``queued``) are the only measure of what the client has not taken. Nothing
+    pauses it without a transport (other servers, the tests' communicator).
+
+    A transport has one producer: after daphne's upgrade to WebSocket it is still the HTTP
+    channel (which stops reading a client whose send buffer is full). The flow takes its place
+    and passes every call on to it, and gives it back on :meth:`detach`.
+    """
+
+    def __init__(self):
+        self.paused = False
+        self.queued = 0
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self._transport = None
+        self._previous = None
+
+    def attach(self, transport) -> None:
+        previous = getattr(transport, "producer", None)
+        try:
+            if previous is not None:
+                transport.unregisterProducer()
+            transport.registerProducer(self, True)
+        except RuntimeError:  # a transport that keeps its producer private (daphne's own TLS)
+            _log_once("socket transports of %s take no second producer: the output queued "
+                      "for slow clients is not measured", type(transport).__name__)
+            if previous is not None and getattr(transport, "producer", None) is None:
+                transport.registerProducer(previous, True)
+            return
+        self._transport, self._previous = transport, previous
+
+    def detach(self, *, deaf: bool = False) -> None:
+        """Give the transport its producer back (one with a producer waits for it to close);
+        ``deaf``: stop reading the client instead (nothing it sends matters any more)."""
+        transport, self._transport = self._transport, None
+        if transport is not None and getattr(transport, "producer", self) is self:
+            transport.unregisterProducer()
+            if deaf:
+                transport.pauseProducing()
+            elif self._previous is not None:
+                transport.registerProducer(self._previous, True)
+
+    def wrote(self, size: int) -> None:
+        if self.paused:
+            self.queued += size
+
+    # IPushProducer, passed on to the producer it replaced
+    def pauseProducing(self) -> None:
+        self.paused = True
+        self.writable.clear()
+        if self._previous is not None:
+            self._previous.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.queued = 0
+        self.writable.set()
+        if self._previous is not None:
+            self._previous.resumeProducing()
+
+    def stopProducing(self) -> None:  # the connection is gone: wake the sender, then it ends
+        self._transport = None
+        self.paused = False
+        self.writable.set()
+        if self._previous is not None:
+            self._previous.stopProducing()
+
+
+_logged: set[str] = set()
+
+
+def _log_once(message: str, *args) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        logger.warning(message, *args)
+
+
+class _Bucket:
+    """At most ``burst`` messages at once and ``rate`` per second sustained."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, burst
+        self.tokens = float(burst)
+        self.at = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+@dataclass(frozen=True)
+class _Limits:
+    recheck_s: float
+    max_queued_bytes: int
+    stalled_frames: int
+    max_seq_jump: int
+    messages_per_s: float
+    message_burst: int
+
+    @classmethod
+    def now(cls) -> _Limits:
+        return cls(app_setting("WS_RECHECK_S"), app_setting("WS_MAX_QUEUED_BYTES"),
+                   app_setting("WS_STALLED_FRAMES"), app_setting("WS_MAX_SEQ_JUMP"),
+                   app_setting("WS_MESSAGES_PER_S"), app_setting("WS_MESSAGE_BURST"))
+
+
+# ----------------------------------------------------------------- the consumer
+class TwinConsumer(AsyncWebsocketConsumer):
+    joined = False
+    closing = False
+    session_key: str | None = None
+    sender: asyncio.Task | None = None
+    flow: OutboundFlow | None = None
+    registry: SocketSessions | None = None
+
+    async def __call__(self, scope, receive, send):
+        # channels' AsyncConsumer.__call__, but from the layer only signed frames are taken: a
+        # message that anyone reaching Redis could publish to this channel (a forged
+        # "websocket.receive" with a command, say) never reaches the handlers
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.channel_name = await self.channel_layer.new_channel()
+        self.base_send = send
+        # the queue the server puts the client's messages in (daphne's and the tests'
+        # communicator's ``receive`` is its ``get``): a backlog is a client sending faster
+        # than it is answered
+        inbox = getattr(receive, "__self__", None)
+        self.inbox = inbox if isinstance(inbox, asyncio.Queue) else None
+        layer_receive = functools.partial(broadcast.frame_receive, self.channel_layer,
+                                          self.channel_name)
+        try:
+            await await_many_dispatch([receive, layer_receive], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:  # also when the server cancels the consumer (shutdown) without a disconnect
+            self._release()
+
+    async def dispatch(self, message):
+        # No hop to close stale database connections before every handler (channels' default):
+        # with hundreds of sockets that hop per frame per client serialises the fan-out, per
+        # connect it delays the handshake; what reads the database here closes them itself.
+        kind = message["type"]
+        if kind == broadcast.FRAME_EVENT:
+            self.frame_offer(message)
+        elif kind == "websocket.connect":
+            await self.websocket_connect(message)
+        elif kind == "websocket.receive":
+            await self.websocket_receive(message)
+        elif kind == "websocket.disconnect":
+            await self.disconnect(message.get("code"))
+            raise StopConsumer()
+
+    async def connect(self):
+        await self.accept()  # first: the handshake is done before any database work
+        self.limits = _Limits.now()
+        self.session_key = self.scope.get("cookies", {}).get(settings.SESSION_COOKIE_NAME)
+        self.registry = socket_sessions()
+        rights = None
+        if self.session_key:
+            rights = await self.registry.rights(self.session_key,
+                                                max_age=self.limits.recheck_s)
+        if rights is None:  # accepted then closed, so a browser sees the code (not 1006)
+            await self._shut(CLOSE_UNAUTHENTICATED)
+            return
+        self.rights = rights
+        self.last_seq = -1
+        self.pending: dict | None = None
+        self.dropped = 0
+        self.stalled = 0
+        self.seq_suspect = False
+        self.wake = asyncio.Event()
+        self.bucket = _Bucket(self.limits.messages_per_s, self.limits.message_burst)
+        self.flow = OutboundFlow()
+        transport = self.scope.get(TRANSPORT_SCOPE_KEY)
+        if transport is not None:
+            self.flow.attach(transport)
+        await broadcast.frames_join(self.channel_layer, self.channel_name, self.frame_offer)
+        self.joined = True
+        _counters["connections"] += 1
+        self.registry.add(self)
+        driver_ensure_started()
+        self.sender = asyncio.create_task(self._send_loop())
+
+    async def disconnect(self, code):
+        was_joined = self.joined
+        self._release()
+        if was_joined:
+            await broadcast.frames_leave(self.channel_layer, self.channel_name)
+
+    def _release(self) -> None:
+        """Stop sending and leave the registry (idempotent; no await: also runs on cancel)."""
+        if self.sender is not None and self.sender is not asyncio.current_task():
+            self.sender.cancel()
+        if self.flow is not None:
+            self.flow.detach()
+        if self.joined:
+            self.joined = False
+            _counters["connections"] -= 1
+            self.registry.discard(self)
+
+    async def _shut(self, code: int) -> None:
+        """Close the socket with ``code``; nothing more is sent or answered."""
+        if self.closing:
+            return
+        self.closing = True
+        _counters[_CLOSED[code]] += 1
+        if code in (CLOSE_SLOW_READER, CLOSE_TOO_MANY_MESSAGES):
+            logger.warning("closing a dashboard socket with %d (%s)", code, _CLOSED[code][7:])
+            if self.flow is not None:  # what it still sends is not read: daphne would queue it
+                self.flow.detach(deaf=True)
+        was_joined = self.joined
+        self._release()
+        if was_joined:
+            await broadcast.frames_leave(self.channel_layer, self.channel_name)
+        await self.close(code=code)
+
+    def _shut_soon(self, code: int) -> None:
+        if not self.closing:
+            self._shutting = asyncio.get_running_loop().create_task(self._shut(code))
+
+    def rights_check(self, rights: Rights | None) -> None:
+        """The periodic re-check's verdict on this socket's session."""
+        if self.closing or not self.joined:
+            return
+        if rights is None or rights.user_id != self.rights.user_id:
+            self._shut_soon(CLOSE_UNAUTHENTICATED)
+        elif self.rights.steer and not rights.steer:
+            self._shut_soon(CLOSE_FORBIDDEN)
+        elif self.seq_suspect:  # a frame jumped too far ahead: the database says where we are
+            self.seq_suspect = False
+            self._resync = asyncio.get_running_loop().create_task(
+                self._send_snapshot(newer_only=True))
+
+    # ----------------------------------------------------------------- frames out
+    def frame_offer(self, event: dict) -> None:
+        """A frame for this client: keep only the newest one not yet sent."""
+        if self.closing or not self.joined or event["seq"] <= self.last_seq:
+            return  # closed, or the client's snapshot is already newer
+        if self.pending is not None and self.pending["seq"] > self.last_seq:
+            self.dropped += 1
+            _counters["frames_dropped"] += 1
+        self.pending = event
+        if self.flow.paused:
+            self.stalled += 1
+            if self.stalled >= self.limits.stalled_frames:
+                self._shut_soon(CLOSE_SLOW_READER)
+        self.wake.set()
+
+    async def _send_loop(self):
+        await self._send_snapshot()
+        while not self.closing:
+            await self.wake.wait()
+            await self.flow.writable.wait()  # meanwhile newer frames replace the pending one
+            self.wake.clear()
+            event, self.pending = self.pending, None
+            if self.closing or event is None or event["seq"] <= self.last_seq:
+                continue
+            if event["seq"] > self.last_seq + self.limits.max_seq_jump:
+                self.seq_suspect = True
+                _counters["frames_untrusted"] += 1
+                continue
+            text = event["text"]
+            if self.dropped:
+                text = broadcast.frame_with_dropped(text, self.dropped)
+                self.dropped = 0
+            self.last_seq = event["seq"]
+            self.stalled = 0
+            await self._send_text(text)
+            _counters["frames_sent"] += 1
+
+    async def _send_snapshot(self, *, newer_only: bool = False):
+        seq, text = await _snapshot_text()
+        if self.closing or (newer_only and seq <= self.last_seq):
+            return
+        self.last_seq = max(self.last_seq, seq)
+        await self._send_text(text)
+
+    async def _send_text(self, text: str) -> None:
+        await self.send(text_data=text)
+        self.flow.wrote(len(text))
+        if self.flow.queued > self.limits.max_queued_bytes:
+            await self._shut(CLOSE_SLOW_READER)
+
+    # ----------------------------------------------------------------- client messages
+    async def receive(self, text_data=None, bytes_data=None):
+        if not self.joined or self.closing:
+            return  # refused (anonymous) or leaving: nothing a client says is answered
+        backlog = 0 if self.inbox is None else self.inbox.qsize()
+        if not self.bucket.take() or backlog >= self.limits.message_burst:
+            await self._shut(CLOSE_TOO_MANY_MESSAGES)
+            return
+        try:
+            message = _client_message(text_data)
+            kind = message["type"]
+            if kind == "resync":
+                await self._send_snapshot()
+            elif kind in ("speed", "pause"):
+                values = await database_sync_to_async(steer)(
+                    session_key=self.session_key, rights=self.rights, kind=kind,
+                    value=message.get("factor" if kind == "speed" else "paused"))
+                await self._send_text(broadcast.ack_encode(kind, **values))
+            else:
+                raise ValidationError(f"unknown message type {kind!r}; "
+                                      "send resync, speed or pause")
+        except (SessionEnded, RightLost) as exc:  # refused, then closed
+            await self._send_text(broadcast.error_encode(str(exc)))
+            await self._shut(CLOSE_UNAUTHENTICATED if isinstance(exc, SessionEnded)
+                             else CLOSE_FORBIDDEN)
+        except (ValidationError, PermissionDenied) as exc:
+            _counters["client_errors"] += 1
+            await self._send_text(broadcast.error_encode(_message_of(exc)))
+
+
+def _client_message(text: str | None) -> dict:
+    if text is None:
+        raise ValidationError("send JSON text, not binary")
+    if len(text) > MAX_CLIENT_MESSAGE:
+        raise ValidationError(f"message too big ({len(text)} > {MAX_CLIENT_MESSAGE} characters)")
+    try:
+        message = json.loads(text)
+    except ValueError:
+        raise ValidationError("message is not valid JSON") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ValidationError('a message is an object with a "type"')
+    return message
+
+
+def _message_of(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(exc.messages)
+    return str(exc) or "permission denied"
+
+
+_snapshot_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""The snapshot read in flight, per event loop: sockets connecting together share it."""
+
+
+async def _snapshot_text() -> tuple[int, str]:
+    """The latest frame as a snapshot; read once for the sockets that ask at the same time,
+    encoded once per version for every client."""
+    loop = asyncio.get_running_loop()
+    read = _snapshot_reads.get(loop)
+    if read is None or read.done():
+        read = _snapshot_reads[loop] = loop.create_task(_snapshot_read())
+    return await asyncio.shield(read)
+
+
+async def _snapshot_read() -> tuple[int, str]:
+    version = await database_sync_to_async(selectors.live_state_version)()
+    if version is not None and version == _snapshot_cache["key"]:
+        return version[0], _snapshot_cache["text"]
+    state = await database_sync_to_async(selectors.live_state_get)()
+    if state is None:
+        return 0, broadcast.snapshot_encode({}, seq=0)
+    text = broadcast.snapshot_encode(state.frame, seq=state.seq, health=state.health,
+                                     speed=state.speed, paused=state.paused,
+                                     last_error=state.last_error)
+    _snapshot_cache.update(key=(state.seq, state.health, state.updated_at), text=text)
+    return state.seq, text

@@ -1,0 +1,132 @@
+"""The live engine's persisted state: snapshots, the durable command log, the latest frame and health, the event log, history samples."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from twin.control.models import Drill
+
+
+class EngineSnapshot(models.Model):
+    """The live engine, pickled and zlib-compressed, so a restart resumes where it stopped.
+
+    Only the engine's own process writes and reads these; the newest few are kept.
+    """
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    t_sim = models.FloatField("simulated time s")
+    preset = models.CharField(max_length=64)
+    seed = models.PositiveIntegerField()
+    inventory = models.CharField(max_length=32, blank=True,
+                                 help_text="Fingerprint of the inventory the engine ran")
+    log_seq = models.BigIntegerField(
+        default=0, help_text="Id of the last EngineCommand applied before this snapshot: "
+                             "after a crash, the ones after it are replayed")
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["-id"]
+        get_latest_by = "id"
+
+    def __str__(self) -> str:
+        return f"{self.preset} at t={self.t_sim:.0f} s"
+
+
+class EngineCommand(models.Model):
+    """The durable log of what changed the live engine's state: every inventory command and
+    drill, written before it is applied, with the simulated time it was applied at.  After a
+    crash the engine restores its last snapshot and replays the applied ones after it."""
+
+    class Status(models.TextChoices):
+        APPLYING = "applying", "applying"
+        APPLIED = "applied", "applied"
+        REFUSED = "refused", "refused"
+
+    run = models.CharField(max_length=96, db_index=True,
+                           help_text="The engine run (lineage) it was applied in")
+    name = models.CharField(max_length=32)
+    params = models.JSONField(default=dict, blank=True)
+    drill = models.ForeignKey(Drill, on_delete=models.SET_NULL, null=True, blank=True)
+    t_sim = models.FloatField("applied at (simulated s)")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.APPLYING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} at t={self.t_sim:.0f} s ({self.status})"
+
+
+class EngineHealth(models.TextChoices):
+    STARTING = "starting", "starting"
+    OK = "ok", "ok"
+    ERROR = "error", "error"
+    STOPPED = "stopped", "stopped"
+
+
+class LiveState(models.Model):
+    """The live engine's latest frame and status: a single row (pk=1), updated every frame.
+
+    A WebSocket client that connects (or resyncs) is sent this frame as its snapshot.
+    """
+
+    SINGLETON_PK = 1
+
+    seq = models.BigIntegerField(default=0)
+    t_sim = models.FloatField("simulated time s", default=0.0)
+    frame = models.JSONField(default=dict, blank=True)
+    health = models.CharField(max_length=8, choices=EngineHealth.choices,
+                              default=EngineHealth.STARTING)
+    last_error = models.TextField(blank=True)
+    speed = models.FloatField("speed-up (simulated s per wall s)", default=60.0)
+    paused = models.BooleanField(default=False)
+    inventory = models.CharField(max_length=32, blank=True,
+                                 help_text="Fingerprint of the inventory the engine runs")
+    placement = models.JSONField(default=dict, blank=True,
+                                 help_text="Jobs' nodes and nodes' live status (engine ids)")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"live state #{self.seq} ({self.health})"
+
+
+class EngineEvent(models.Model):
+    """One line of the live engine's event log, kept (the frame carries only the last few).
+
+    ``seq`` is the line's position in the engine's log; ``component`` names the part it is
+    about (``switch 12``, ``node 40``, ``gpu node 7``); ``jobs`` is ``,a,b,`` for filtering.
+    """
+
+    inventory = models.CharField(max_length=32, db_index=True)
+    seq = models.PositiveIntegerField()
+    t_sim = models.FloatField("simulated time s")
+    kind = models.CharField(max_length=32, db_index=True)
+    component = models.CharField(max_length=64, blank=True, db_index=True)
+    jobs = models.TextField(blank=True)
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["seq"]
+        unique_together = [("inventory", "seq")]
+
+    def __str__(self) -> str:
+        return f"{self.t_sim:.0f} s {self.kind}: {self.text}"
+
+
+class HistorySample(models.Model):
+    """The live engine's fleet, tenant and power figures at one simulated time (``twin.live.history``:
+    one row every ``HISTORY_STEP_S`` simulated seconds, per run)."""
+
+    run = models.CharField(max_length=120, help_text="The run's key (as the event log's)")
+    t_sim = models.FloatField("simulated time s")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    values = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["run", "t_sim"]
+        indexes = [models.Index(fields=["run", "t_sim"], name="history_run_t")]
+
+    def __str__(self) -> str:
+        return f"history of {self.run} at t={self.t_sim:.0f} s"

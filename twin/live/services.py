@@ -1,0 +1,85 @@
+"""Writes of the live engine's state: the latest frame and health, snapshots, the stored event log."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from twin import models as m
+from twin.alerts import rules as alerts
+from twin.live import history
+
+
+def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_error: str,
+                     speed: float, paused: bool, inventory: str = "",
+                     placement: dict | None = None) -> None:
+    """The engine's latest frame and status, in one UPDATE of the single LiveState row."""
+    alerts.evaluate(frame=frame, t_sim=t_sim)  # adds frame["alerts"] before it is stored and sent
+    fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
+              "last_error": last_error, "speed": speed, "paused": paused,
+              "inventory": inventory, "updated_at": timezone.now()}
+    if placement is not None:
+        fields["placement"] = placement
+    if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
+        m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+    if inventory and frame.get("util"):
+        history.record(run=inventory, t_sim=t_sim, frame=frame)
+
+
+def live_state_health_set(*, health: str, last_error: str | None = None) -> None:
+    fields = {"health": health, "updated_at": timezone.now()}
+    if last_error is not None:
+        fields["last_error"] = last_error
+    if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
+        m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+
+
+def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
+                         inventory: str = "", log_seq: int = 0, keep: int = 3) -> int:
+    """Store a pickled engine (``log_seq``: the last logged command in it); only the newest
+    ``keep`` snapshots are kept."""
+    with transaction.atomic():
+        snap = m.EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed,
+                                               inventory=inventory, log_seq=log_seq)
+        old = list(m.EngineSnapshot.objects.order_by("-id")
+                   .values_list("id", flat=True)[keep:])
+        if old:
+            m.EngineSnapshot.objects.filter(id__in=old).delete()
+    return snap.pk
+
+
+# ----------------------------------------------------------------- the stored event log
+def _component(event: dict) -> str:
+    if event.get("component"):
+        return str(event["component"])[:64]
+    for key in ("switch", "link", "node"):
+        if event.get(key) is not None:
+            return f"{key} {event[key]}"
+    return ""
+
+
+def _jobs(event: dict) -> str:
+    names = list(event.get("jobs") or [])
+    if event.get("job"):
+        names.append(event["job"])
+    return "," + ",".join(dict.fromkeys(str(n) for n in names)) + "," if names else ""
+
+
+def engine_events_store(*, inventory: str, first_seq: int, events: list[dict]) -> int:
+    """Keep engine log lines ``first_seq``, ``first_seq + 1``, ...; lines already kept stay."""
+    m.EngineEvent.objects.bulk_create(
+        (m.EngineEvent(inventory=inventory, seq=first_seq + k, t_sim=float(e.get("t", 0.0)),
+                       kind=str(e.get("kind", ""))[:32], component=_component(e),
+                       jobs=_jobs(e), text=str(e.get("text", "")))
+         for k, e in enumerate(events)), batch_size=1000, ignore_conflicts=True)
+    return len(events)
+
+
+@transaction.atomic
+def engine_events_resume(*, inventory: str, have: int) -> int:
+    """The engine (built or restored) holds ``have`` log lines: forget kept lines past them
+    (a future the restored engine did not live) and return the first line still to keep."""
+    kept = m.EngineEvent.objects.filter(inventory=inventory)
+    kept.filter(seq__gte=have).delete()
+    last = kept.order_by("-seq").values_list("seq", flat=True).first()
+    return 0 if last is None else min(last + 1, have)
