@@ -28,7 +28,7 @@ run: venv
 	$(BIN)/python manage.py collectstatic --noinput -v0
 	@echo "Demo logins: admin / staff / operator; new accounts get CLUSTERTWIN_DEMO_PASSWORD (default 'clustertwin'), existing ones keep theirs"
 	@echo "Serving on http://127.0.0.1:8000"
-	$(BIN)/daphne -b 127.0.0.1 -p 8000 twin.config.asgi:application
+	$(BIN)/python manage.py serve --bind 127.0.0.1 --port 8000
 
 lint: venv
 	$(BIN)/ruff check .

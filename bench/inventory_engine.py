@@ -32,7 +32,7 @@ async def edit_to_frame(cluster) -> tuple[float, float, int, float, dict]:
 
     from scheduler.live import in_ranges
     from twin import models as m
-    from twin.inventory import services
+    from twin.control import edits as services
     from twin.live.driver import EngineDriver
 
     start = time.perf_counter()
@@ -54,7 +54,7 @@ async def edit_to_frame(cluster) -> tuple[float, float, int, float, dict]:
         await driver.step_once()
         steps += 1
         # the frame written with this step's placement shows the node out
-        if in_ranges(target, driver._placement["down"]) or steps > 100:
+        if in_ranges(target, driver.publisher.placement["down"]) or steps > 100:
             break
     edit = time.perf_counter() - t0
 
@@ -96,14 +96,14 @@ def main() -> None:
 
         django.setup()
         from scheduler.simulate import Scenario
-        from twin.inventory import selectors
         from twin.inventory.adapter import (
             cluster_plan_read,
             inventory_status_commands,
             plan_fingerprint,
         )
+        from twin.live import selectors as live_selectors
 
-        cluster = selectors.cluster_current()
+        cluster = live_selectors.cluster_current()
         t = time.perf_counter()
         plan = cluster_plan_read(cluster=cluster)
         read = time.perf_counter() - t

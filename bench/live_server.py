@@ -97,6 +97,14 @@ def daphne_start(env: dict, port: int, log: Path | None = None) -> subprocess.Po
     return proc
 
 
+def serve_start(env: dict, port: int, log: Path | None = None) -> subprocess.Popen:
+    """``manage.py serve``: daphne with the embedded engine started with the server."""
+    proc = _spawn([sys.executable, MANAGE, "serve", "--bind", "127.0.0.1", "--port", str(port),
+                   "--no-access-log"], env, log)
+    wait_port(port, proc)
+    return proc
+
+
 def engine_start(env: dict, *args: str, log: Path | None = None) -> subprocess.Popen:
     return _spawn([sys.executable, MANAGE, "run_engine", *args], env, log)
 

@@ -97,16 +97,16 @@ class Engine:
         (:func:`scheduler.reliability.profiles.load_profile`).
     """
 
-    settings: dict | None = None  # (class defaults: engines pickled before re-planning load)
-    replans = 0
-    keys: dict | None = None
-    """The owner's ids for this engine's plan, carried by pickles: the twin keeps its cluster's
+    keys: dict | None
+    """The owner's ids for this engine's plan, carried by snapshots: the twin keeps its cluster's
     and nodes' primary keys here (``{"cluster": pk, "nodes": array}``) to map a re-plan."""
-    lineage: str | None = None
+    lineage: str | None
     """The run this engine continues (re-plans keep it): what the twin files its log under."""
-    mirror: MirrorBook | None = None
+    mirror: MirrorBook | None
     """A mirror's own book (:mod:`scheduler.control.mirror`) once :meth:`become_mirror` made
     this engine follow a real cluster; ``None`` while it simulates by itself."""
+    active_drills: dict[int, dict]
+    """Drills that can still be ended (:func:`scheduler.control.drills.active_drills`)."""
 
     def __init__(self, plan: ClusterPlan, workload: Workload, *, seed: int = 0,
                  policy: str = "default", placement: str | None = None,
@@ -128,6 +128,11 @@ class Engine:
                          "physics_max_tick_s": physics_max_tick_s, "restart": restart,
                          "failure_modes": failure_modes}
         self.replans = 0  # times this run moved onto a changed inventory
+        self.keys = None
+        self.lineage = None
+        self.mirror = None
+        self.active_drills = {}
+        self._mfu_window = LedgerWindow(MFU_WINDOW_S, MFU_WINDOW_S / MFU_WINDOW_COPIES)
         self.kernel = kernel = Kernel(seed, start_s=start_s)
         ctx = Context(kernel)
         self.state = state = ClusterState(plan)
@@ -322,12 +327,8 @@ class Engine:
     def mfu_window(self) -> LedgerWindow:
         """Copies of the horizon ledger over the last hour, for the windowed MFU; the frame
         builder (:func:`scheduler.live.live_frame`) feeds it.  Kept in the engine so that
-        snapshots and forks carry it; made on first use (snapshots older than it lack it)."""
-        win = self.__dict__.get("_mfu_window")
-        if win is None:
-            win = self._mfu_window = LedgerWindow(MFU_WINDOW_S,
-                                                  MFU_WINDOW_S / MFU_WINDOW_COPIES)
-        return win
+        snapshots and forks carry it."""
+        return self._mfu_window
 
     def horizon_ledger(self) -> Ledger:
         """The ledger with every open segment booked up to now (the engine is not changed)."""

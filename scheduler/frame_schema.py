@@ -7,7 +7,9 @@ broadcast to every WebSocket); :func:`scheduler.live.live_placement` a :class:`L
 placement's full-resolution heatmaps (``/api/heatmap``).  The driver keeps a frame as a
 :class:`StoredFrame` (the engine's frame plus its own status and the alert count) and sends
 it as a :class:`PublishedFrame` (plus the broadcast head); a client that connects gets a
-:class:`Snapshot`, or a :class:`PendingSnapshot` before the first frame.
+:class:`Snapshot`, or a :class:`PendingSnapshot` before the first frame.  An engine that failed
+and could not be restored leaves a :class:`LostFrame` (published as a
+:class:`PublishedLostFrame`): no live state, only the driver's status.
 
 A key is required unless marked ``NotRequired``; ``X | None`` is a key that is always there and
 may be null.  Units are given in each type's docstring (s: simulated seconds; h: simulated
@@ -414,12 +416,39 @@ class Snapshot(StoredFrame):
     last_error: str
 
 
+class LostFrame(DriverStatus):
+    """What the driver keeps and publishes when a step failed and restoring the last snapshot
+    failed too: no live state at all, only ``t`` (s, as far as the engine had got), ``lost``
+    (always true: what tells it from a :class:`StoredFrame`) and the driver's status
+    (``health`` ``error``; the reason is the live state's ``last_error``).  Readers show it as
+    "no live state" (:func:`twin.live.stored.frame_upgrade` answers None), never as a frame."""
+
+    t: float
+    lost: Literal[True]
+    alerts: NotRequired[AlertCount]
+
+
+class PublishedLostFrame(LostFrame):
+    """A :class:`LostFrame` on the WebSocket, with the head of a :class:`PublishedFrame`."""
+
+    type: Literal["frame"]
+    seq: int
+    sent_at: float
+    dropped: NotRequired[int]
+
+
 class PendingSnapshot(TypedDict):
-    """The snapshot before the engine's first frame."""
+    """The snapshot while there is no frame to show: before the engine's first frame, or
+    after it lost its state (a :class:`LostFrame`).  The driver's freshest status rides
+    along once the live state has a row."""
 
     type: Literal["snapshot"]
     seq: int
     pending: Literal[True]
+    health: NotRequired[str]
+    speed: NotRequired[float]
+    paused: NotRequired[bool]
+    last_error: NotRequired[str]
 
 
 # ----------------------------------------------------------------- the placement
@@ -465,14 +494,18 @@ class HeatDetail(TypedDict):
 
 
 class PlacedJob(TypedDict):
-    """A gang holding GPUs: its node runs and GPU runs (``[first, last]``, engine ids)."""
+    """A gang holding GPUs: its node runs and GPU runs (``[first, last]``, engine ids).
+
+    ``tenant`` and ``gpu_runs`` are null in a placement an engine from before issue 16 wrote
+    (:func:`twin.live.stored.placement_upgrade`): it did not report them.  The engine always
+    reports both."""
 
     state: str
     gpus: int
-    tenant: str
+    tenant: str | None
     model: str
     nodes: list[list[int]]
-    gpu_runs: list[list[int]]
+    gpu_runs: list[list[int]] | None
 
 
 class HeldJob(TypedDict):
@@ -495,22 +528,27 @@ class LivePlacement(TypedDict):
     """Where every gang is and every node's status at ``t`` (s), by engine ids; runs are
     ``[first, last]`` lists.  ``storage``: each tier's share of its bandwidth left (0-1);
     ``queue`` the first 20,000 rows, ``queue_total`` the queue's length; ``serving`` each
-    inference service's GPU runs."""
+    inference service's GPU runs.
+
+    The engine reports every key.  Null says "not reported": a placement an older engine
+    wrote, as :func:`twin.live.stored.placement_upgrade` reads it (``gpus_down``,
+    ``switches_down``, ``links_down`` and ``storage`` came with the live status columns;
+    ``heat``, ``queue``/``queue_total`` and ``serving`` with issue 16)."""
 
     t: float
     jobs: dict[str, PlacedJob]
     down: list[list[int]]
     drained: list[list[int]]
     spare: list[list[int]]
-    gpus_down: list[list[int]]
-    switches_down: list[list[int]]
-    links_down: list[list[int]]
-    storage: dict[str, float]
-    heat: HeatDetail
+    gpus_down: list[list[int]] | None
+    switches_down: list[list[int]] | None
+    links_down: list[list[int]] | None
+    storage: dict[str, float] | None
+    heat: HeatDetail | None
     held: list[HeldJob]
-    queue: list[QueueRow]
-    queue_total: int
-    serving: dict[str, list[list[int]]]
+    queue: list[QueueRow] | None
+    queue_total: int | None
+    serving: dict[str, list[list[int]]] | None
 
 
 class LinkZoom(TypedDict):
@@ -546,7 +584,8 @@ HeatZoom = LinkZoom | RackZoom
 
 MESSAGES = {"LiveFrame": LiveFrame, "StoredFrame": StoredFrame,
             "PublishedFrame": PublishedFrame, "Snapshot": Snapshot,
-            "PendingSnapshot": PendingSnapshot, "LivePlacement": LivePlacement,
+            "PendingSnapshot": PendingSnapshot, "LostFrame": LostFrame,
+            "PublishedLostFrame": PublishedLostFrame, "LivePlacement": LivePlacement,
             "HeatZoom": HeatZoom}
 """The messages the schema describes, by name (each a ``$defs`` entry; ``LiveFrame`` is the
 document's root)."""

@@ -1,4 +1,5 @@
-"""A Slurm hostlist reader for tests, written apart from ``twin.inventory.hostlist`` so that what the
+"""A Slurm hostlist reader for tests, written apart from ``twin.inventory.hostlist`` so that what
+the
 product compresses is checked by a parser that is not its own."""
 
 from __future__ import annotations

@@ -10,10 +10,8 @@ class TwinConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Django's admin autodiscovery looks for ``twin.admin`` only: the packages' admins
-        # register here.  No engine starts here (the serving command starts it).
+        # No engine starts here: the serving command starts it (docs/live.md).
         from twin.config import checks  # noqa: F401  (registers the system checks)
-        from twin.inventory import admin  # noqa: F401
         from twin.inventory.replanning import receivers_connect
 
         receivers_connect()

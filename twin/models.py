@@ -1,16 +1,8 @@
-"""The app's model registry: Django loads ``twin.models``; each domain package owns its models."""
+"""The app's model registry.  Django loads ``twin.models``; each domain package owns its
+models (all under the one app label ``twin``, so the migrations did not move)."""
 
-from twin.alerts.models import (  # noqa: F401
-    Alert,
-    AlertRule,
-)
-from twin.audit.models import (  # noqa: F401
-    AuditEntry,
-)
-from twin.control.models import (  # noqa: F401
-    Drill,
-    DrillStatus,
-)
+from twin.alerts.models import Alert, AlertRule  # noqa: F401
+from twin.audit.models import AuditEntry  # noqa: F401
 from twin.inventory.models import (  # noqa: F401
     Accelerator,
     AcceleratorModel,
@@ -30,10 +22,10 @@ from twin.inventory.models import (  # noqa: F401
     StorageSystem,
     Switch,
     SwitchTier,
-    non_negative,
-    positive,
 )
 from twin.live.models import (  # noqa: F401
+    Drill,
+    DrillStatus,
     EngineCommand,
     EngineEvent,
     EngineHealth,
@@ -41,8 +33,4 @@ from twin.live.models import (  # noqa: F401
     HistorySample,
     LiveState,
 )
-from twin.studies.models import (  # noqa: F401  # noqa: F401
-    Study,
-    StudyRun,
-    WhatIf,
-)
+from twin.studies.models import Study, StudyRun, WhatIf  # noqa: F401

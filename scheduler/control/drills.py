@@ -54,10 +54,9 @@ ENDLESS = ("supply_cut",)
 def active_drills(engine) -> dict[int, dict]:
     """Drills that can still be ended, by the twin's drill id: what :func:`end_drill` undoes.
 
-    Kept in the engine's own attributes so that it is pickled (snapshots) and copied (forks)
-    with it; an engine pickled before drills could be ended starts with none.
+    Kept in the engine's own attributes so that snapshots and forks carry it.
     """
-    return vars(engine).setdefault("active_drills", {})
+    return engine.active_drills
 
 
 def _repairs(engine) -> set[int]:

@@ -41,6 +41,10 @@ __all__ = ["choice", "flag", "fraction", "integer", "integer_from_text", "is_fin
            "optional", "unit_id", "within"]
 
 
+SHOWN_CHARS = 40
+"""The most characters of refused text a message shows (it stays one short line)."""
+
+
 # ----------------------------------------------------------------- predicates
 def is_number(value) -> bool:
     """Whether ``value`` is a real number: a Python or numpy int or float, not a bool.
@@ -73,6 +77,11 @@ def is_integer(value) -> bool:
 # ----------------------------------------------------------------- messages
 def _refuse(name: str, expect: str, shown, given: str) -> ValueError:
     return ValueError(f"{name} must be {expect}, {given} {shown!r}")
+
+
+def _typed(text):
+    """Text as the message shows it: a query string or a CSV cell can be long."""
+    return text[:SHOWN_CHARS] if isinstance(text, str) else text
 
 
 def _shown(x) -> str:
@@ -158,7 +167,7 @@ def number_from_text(name: str, text, *, above: float | None = None,
 
     Takes :func:`number`'s keywords, and ``unparsable``: what the message says when the text
     is no number at all (default: the same as out of range).  The message shows the text as
-    typed; ``bound``'s shows the number read.
+    typed (its first :data:`SHOWN_CHARS` characters); ``bound``'s shows the number read.
 
     >>> number_from_text("--days", "2.5", above=0, at_most=366)
     2.5
@@ -175,9 +184,9 @@ def number_from_text(name: str, text, *, above: float | None = None,
     try:
         value = float(text)
     except (TypeError, ValueError):  # None, or no number: the same one line
-        raise _refuse(name, unparsable or expect, text, given) from None
+        raise _refuse(name, unparsable or expect, _typed(text), given) from None
     if not math.isfinite(value) or not _inside(value, above, at_least, at_most, below):
-        raise _refuse(name, expect, text, given)
+        raise _refuse(name, expect, _typed(text), given)
     return value if bound is None else bound.check(name, value)
 
 
@@ -237,7 +246,8 @@ def integer_from_text(name: str, text, *, at_least: int | None = None,
                       given: str = "not") -> int:
     """An integer typed as text: what ``int(text)`` reads (``"12"``, ``" +3 "``), not
     ``"2.5"`` nor ``"1e3"``.  Takes :func:`integer`'s keywords and ``unparsable`` (what the
-    message says when the text is no integer at all; default: the same as out of range).
+    message says when the text is no integer at all; default: the same as out of range).  The
+    message shows the text as typed (its first :data:`SHOWN_CHARS` characters).
 
     >>> integer_from_text("--gpus", "12.5", at_least=1)
     Traceback (most recent call last):
@@ -252,9 +262,9 @@ def integer_from_text(name: str, text, *, at_least: int | None = None,
     try:
         value = int(text)
     except (TypeError, ValueError):
-        raise _refuse(name, unparsable or expect, text, given) from None
+        raise _refuse(name, unparsable or expect, _typed(text), given) from None
     if not _inside(value, None, at_least, at_most, None):
-        raise _refuse(name, expect, text, given)
+        raise _refuse(name, expect, _typed(text), given)
     return value if bound is None else bound.check(name, value)
 
 

@@ -330,14 +330,6 @@ class FailureEngine:
         """Share of a tier's bandwidth an operator left it (1: up)."""
         return self.storage_left.get(tier, 1.0)
 
-    def __setstate__(self, state: dict) -> None:
-        # the live twin resumes pickled engines: one pickled before operators could set a
-        # storage tier's status has every tier up
-        state.setdefault("storage_left", {})
-        state.setdefault("_node_watchers", [])  # (nothing watched node losses then)
-        state.setdefault("while_down", Counter())  # (hits on stopped gangs went uncounted)
-        self.__dict__.update(state)
-
     # ----------------------------------------------------------------- slowdowns
     def _pod_of_switch_unit(self, component: str, unit: int) -> int:
         f = self.plan.fabric

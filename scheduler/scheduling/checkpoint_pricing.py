@@ -50,8 +50,6 @@ class CheckpointPricing:
         Each job's own interval, Young/Daly per gang ("auto"), or seconds for every job.
     """
 
-    modes = MODES  # (a class default, so engines pickled before profiles load)
-
     def __init__(self, costs: CheckpointCosts, interval=None, modes: tuple | None = None):
         check_interval(interval)
         self.costs = costs

@@ -99,10 +99,7 @@ class Scheduler:
         """Why queued ``run`` (in queue partition ``partition``) did not start in the last
         pass: :data:`RESOURCES`, :data:`TOPOLOGY` or :data:`PRIORITY` (a gang the pass never
         reached waits behind the one it stopped at)."""
-        # getattr: a snapshot pickled before reasons were kept has no such fields yet
-        reasons = getattr(self, "reasons", {})
-        return reasons.get(run.idx) or getattr(self, "partition_reasons", {}).get(
-            partition, PRIORITY)
+        return self.reasons.get(run.idx) or self.partition_reasons.get(partition, PRIORITY)
 
     def wake(self) -> None:
         """Run a pass after this instant even if neither the state nor the queue changed."""

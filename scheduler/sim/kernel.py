@@ -81,8 +81,6 @@ class Kernel:
     (['early', 'late'], 10.0)
     """
 
-    logged = 0  # (a class default, so engines pickled before it existed load)
-
     def __init__(self, seed: int = 0, *, log_size: int = 2000, start_s: float = 0.0):
         self.streams = Streams(seed)
         self.now = float(start_s)

@@ -2,9 +2,10 @@
 through Playwright, and helpers to log in and read the live counters.
 
 The server is the production path (`make run`): its own SQLite file, `migrate`, `build_cluster
---preset dev-small`, `seed_demo`, then daphne with CLUSTERTWIN_ENGINE=embedded and a high
-speed-up, so the twin moves visibly within seconds. It is module-scoped: each test module gets a
-fresh cluster and engine, so one module's failures and drills do not leak into another's.
+--preset dev-small`, `seed_demo`, then `manage.py serve` (daphne, the embedded engine
+started with it) with CLUSTERTWIN_ENGINE=embedded and a high speed-up, so the twin moves
+visibly within seconds. It is module-scoped: each test module gets a fresh cluster and
+engine, so one module's failures and drills do not leak into another's.
 """
 
 import contextlib
@@ -45,8 +46,8 @@ def _wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float 
 
 @contextlib.contextmanager
 def twin_server(tmp: Path, preset: str = "dev-small", **extra_env: str):
-    """A migrated twin of ``preset`` with the demo accounts, served by daphne with the
-    embedded engine (``extra_env`` added to its environment); yields its URL, stops it
+    """A migrated twin of ``preset`` with the demo accounts, served by ``manage.py serve`` with
+    the embedded engine (``extra_env`` added to its environment); yields its URL, stops it
     after (hyperscale-100k builds in about 15 s)."""
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
            "CLUSTERTWIN_ENGINE": "embedded", "CLUSTERTWIN_SPEEDUP": SPEEDUP,
@@ -59,11 +60,11 @@ def twin_server(tmp: Path, preset: str = "dev-small", **extra_env: str):
         subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
                        capture_output=True)
     port = _free_port()
-    log = tmp / "daphne.log"
+    log = tmp / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-             "twin.config.asgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            [sys.executable, "manage.py", "serve", "--bind", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait_for_port(port, proc, log, timeout=120)
         yield f"http://127.0.0.1:{port}"
@@ -112,7 +113,7 @@ def log_in(page, url: str, username: str, path: str = "/") -> None:
 
 
 def wait_live(page, timeout_ms: int = 60_000) -> None:
-    """Until the first frame is drawn (the first connection starts the engine)."""
+    """Until the first frame is drawn (the engine started with the server)."""
     page.wait_for_function(
         "() => document.getElementById('gpus-allocated').textContent !== '–'",
         timeout=timeout_ms)  # a function, not an expression: the CSP forbids eval

@@ -126,13 +126,3 @@ def test_the_placement_reports_storage_switches_links_and_gpus_out():
     assert p["links_down"]  # the spine's links are out with it
     assert p["gpus_down"] == [[30, 30]]
 
-
-def test_an_engine_pickled_before_storage_status_existed_resumes_with_every_tier_up():
-    import pickle
-    e = engine()
-    del e.reliability.__dict__["storage_left"]  # as an engine pickled by the previous release
-    resumed = pickle.loads(pickle.dumps(e))
-    resumed.run_until(HOUR)  # the physics reads the storage status on its ticks
-    assert resumed.reliability.storage_fraction("nvme") == 1.0
-    resumed.command("storage_degraded", tier="central", factor=0.5)
-    assert live_placement(resumed)["storage"] == {"central": 0.5}

@@ -3,8 +3,9 @@ flight: afterwards no applied drill is lost, no drill is left pending, simulated
 went back on screen, and no temporary snapshot file is left behind.
 
 Real processes on a SQLite file (``bench.live_server`` helpers, as the lifecycle tests): the
-engine alone (``manage.py run_engine``) and the engine inside daphne (embedded, started by the
-first dashboard socket a logged-in user opens).  Drills are written as pending rows, as
+engine alone (``manage.py run_engine``) and the engine inside daphne (``manage.py
+serve``: embedded, started with the server; a logged-in dashboard socket waits for its first
+frame).  Drills are written as pending rows, as
 ``POST /api/drills`` leaves them when no channel reaches the engine: the engine reads them from
 the database.  Timeouts only guard against a hang.
 """
@@ -20,11 +21,11 @@ import time
 import pytest
 
 from bench.live_server import (
-    daphne_start,
     database_prepare,
     engine_start,
     free_port,
     live_env,
+    serve_start,
     stop,
 )
 
@@ -83,14 +84,15 @@ class ScreenWatch(threading.Thread):
 
 
 def starter(kind: str, env: dict, cookie: str):
-    """A function that starts the engine (alone, or in daphne opened by a page view)."""
+    """A function that starts the engine (alone, or with the server and its first frame seen
+    by a dashboard)."""
     def start(log):
         if kind == "run_engine":
             return engine_start(env, log=log)
         from websockets.sync.client import connect
 
         port = free_port()
-        proc = daphne_start(env, port, log=log)
+        proc = serve_start(env, port, log=log)
         with connect(f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
                      additional_headers={"Cookie": f"sessionid={cookie}"},
                      open_timeout=60) as ws:
@@ -99,7 +101,7 @@ def starter(kind: str, env: dict, cookie: str):
     return start
 
 
-@pytest.mark.parametrize("kind", ["run_engine", "daphne"])
+@pytest.mark.parametrize("kind", ["run_engine", "serve"])
 def test_kill_9_at_random_points_loses_no_drill_and_never_turns_time_back(tmp_path, kind):
     db = tmp_path / "db.sqlite3"
     tmp = tmp_path / "tmp"

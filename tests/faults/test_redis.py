@@ -263,7 +263,7 @@ async def test_a_forged_command_does_not_pause_the_engine(instance, intruder):
             {"type": broadcast.COMMAND_EVENT, "command": "pause", "params": {}}))
         await broadcast.command_send_async("speed", factor=120.0)
         end = time.monotonic() + 10
-        while not any(m.get("command") == "speed" for m in driver._inbox):
+        while not any(m.get("command") == "speed" for m in driver.commands.inbox):
             assert time.monotonic() < end, "the signed command never arrived"
             await asyncio.sleep(0.02)
         await driver.step_once()

@@ -1,8 +1,9 @@
 """Dashboard sockets against revoked users, floods and clients that do not read.
 
-In process, through ``twin.config.asgi.application`` and ``WebsocketCommunicator``. A client that does
-not read is played by :class:`Socket`: it stands in for daphne's protocol of one connection and
-buffers what the server sends as Twisted does, pausing the consumer (a push producer) past the
+In process, through ``twin.config.asgi.application`` and ``WebsocketCommunicator``. A client
+that does not read is played by :class:`Socket`: it stands in for daphne's protocol of one
+connection (and its transport, which ``manage.py serve`` advertises in the scope) and buffers
+what the server sends as Twisted does, pausing the consumer (a push producer) past the
 64 kB high-water mark; the tests measure that buffer, never the clock (timeouts only guard
 against a hang).
 """
@@ -10,7 +11,6 @@ against a hang).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 
 import pytest
@@ -21,6 +21,7 @@ from django.contrib.auth.models import Permission
 
 from twin.config.asgi import application
 from twin.live import broadcast, consumers, services, socket_sessions
+from twin.live.flow import scope_with_transport
 from twin.live.socket_sessions import sockets_recheck
 
 pytestmark = [pytest.mark.faults, pytest.mark.asyncio, pytest.mark.django_db(transaction=True),
@@ -70,10 +71,6 @@ class Socket:
             self.producer.resumeProducing()
 
 
-async def _daphne_reply(socket: Socket, message):
-    await socket.reply(message)
-
-
 async def connect(login=None, *, socket: bool = False, producer=None):
     """A communicator on ``/ws/twin/``; with ``socket``, behind a :class:`Socket` (returned),
     whose transport already has ``producer`` (as daphne's has the HTTP channel)."""
@@ -85,8 +82,8 @@ async def connect(login=None, *, socket: bool = False, producer=None):
     async def behind_daphne(scope, receive, send):
         held.append(Socket(send))
         held[0].producer = producer
-        # daphne's shape: send = partial(server.handle_reply, protocol)
-        await application(scope, receive, functools.partial(_daphne_reply, held[0]))
+        # as manage.py serve runs daphne: the scope advertises the socket's transport
+        await application(scope_with_transport(scope, held[0]), receive, held[0].reply)
 
     comm = WebsocketCommunicator(behind_daphne if socket else application, "/ws/twin/",
                                  headers=headers)

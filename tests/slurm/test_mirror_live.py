@@ -29,8 +29,8 @@ from tests.prometheus.conftest import prometheus  # noqa: F401  (the fixture)
 from tests.slurm.conftest import PLANS, export_tree
 from twin import models as m
 from twin.inventory.adapter import cluster_delete, cluster_plan_write
-from twin.live.driver import EngineDriver
 from twin.metrics.dcgm import dcgm_exposition_chunks, dcgm_inventory, dcgm_readings
+from twin.mirror.poller import live_driver
 
 pytestmark = [pytest.mark.slurm, pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -60,7 +60,7 @@ async def mirrors(tmp_path, slurm, settings):
         settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "SOURCE": "mirror",
                                 "CLUSTER": "from-slurm", "SLURM_CONF": str(running.conf),
                                 "MIRROR_POLL_S": POLL_S, "PROMETHEUS_URL": prometheus_url}
-        driver = EngineDriver(frame_interval_s=0.1)
+        driver = live_driver(frame_interval_s=0.1)
         await driver.start()
         drivers.append(driver)
         return driver, running, hosts
@@ -84,7 +84,7 @@ async def shows(driver, what: str, condition):
     """Step the live engine until ``condition(frame)`` holds; fail if it takes more than
     ``POLLS`` polls started after the change (a poll already in flight does not count)."""
     book = driver.engine.mirror
-    allowed = book.polls + POLLS + (1 if driver._poll_task is not None else 0)
+    allowed = book.polls + POLLS + (1 if driver.mirror.poll_task is not None else 0)
     end = time.monotonic() + GUARD_S
     while True:
         frame = await driver.step_once()

@@ -15,7 +15,7 @@ from django.test import Client
 from tests.web.test_driver import FakeClock, drivers, request_drill  # noqa: F401
 from twin import models as m
 from twin.control import actions as services_actions
-from twin.inventory import services as inventory_services
+from twin.control import edits as inventory_services
 from twin.live import services as live_services
 from twin.live.engine_commands import CommandError, command_parse
 

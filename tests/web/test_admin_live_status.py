@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.web.test_driver import drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin.inventory import services as inventory_services
+from twin.control import edits as inventory_services
 from twin.inventory.adapter import EngineIds, cluster_plan_write
 from twin.live import services as live_services
 

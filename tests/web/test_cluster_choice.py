@@ -8,7 +8,6 @@ from channels.db import database_sync_to_async
 
 from tests.web.test_driver import FakeClock
 from twin import models as m
-from twin.inventory import selectors as inventory_selectors
 from twin.inventory.adapter import cluster_plan_write
 from twin.live import selectors as live_selectors
 from twin.live.driver import EngineDriver, EngineStartError
@@ -23,13 +22,13 @@ def two_clusters(db, small_plan):
 
 def test_the_only_cluster_is_the_twin(db, small_plan):
     only = cluster_plan_write(small_plan)
-    assert inventory_selectors.cluster_current() == only
-    assert inventory_selectors.cluster_choice_problem() is None
+    assert live_selectors.cluster_current() == only
+    assert live_selectors.cluster_choice_problem() is None
 
 
 def test_with_several_clusters_and_no_choice_none_is_guessed(two_clusters):
-    assert inventory_selectors.cluster_current() is None
-    problem = inventory_selectors.cluster_choice_problem()
+    assert live_selectors.cluster_current() is None
+    problem = live_selectors.cluster_choice_problem()
     assert "several clusters" in problem and "CLUSTERTWIN_CLUSTER" in problem
     assert "tiny" in problem and "second" in problem
 
@@ -37,18 +36,18 @@ def test_with_several_clusters_and_no_choice_none_is_guessed(two_clusters):
 def test_the_setting_chooses_and_a_wrong_name_is_said(two_clusters, settings):
     first, _ = two_clusters
     settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": first.name}
-    assert inventory_selectors.cluster_current() == first
+    assert live_selectors.cluster_current() == first
     settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "CLUSTER": "nope"}
-    assert inventory_selectors.cluster_current() is None
-    assert "'nope' names no cluster" in inventory_selectors.cluster_choice_problem()
+    assert live_selectors.cluster_current() is None
+    assert "'nope' names no cluster" in live_selectors.cluster_choice_problem()
 
 
 def test_a_cluster_built_beside_the_running_one_does_not_take_its_place(two_clusters):
     first, second = two_clusters
     m.LiveState.objects.create(pk=1, inventory=f"0123456789abcdef:{first.pk}")
-    assert inventory_selectors.cluster_current() == first  # not the newer one
+    assert live_selectors.cluster_current() == first  # not the newer one
     m.LiveState.objects.filter(pk=1).update(inventory=f"0123456789abcdef:{second.pk}")
-    assert inventory_selectors.cluster_current() == second
+    assert live_selectors.cluster_current() == second
 
 
 @pytest.mark.asyncio

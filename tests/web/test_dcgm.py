@@ -10,9 +10,9 @@ import re
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from scheduler.hardware.power import gpu_power_w
 
 from scheduler.hardware.catalog import get
+from scheduler.hardware.power import gpu_power_w
 from twin.live.services import live_state_write
 from twin.metrics import dcgm
 from twin.metrics.collector import exposition

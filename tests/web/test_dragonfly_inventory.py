@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.core.management import call_command
+
 from scheduler.fabric.routing import Router
 from scheduler.fabric.topology import LINK_KINDS
-
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.presets import get_preset
 from twin import models as m

@@ -42,7 +42,7 @@ async def drivers():
 
     yield make
     for driver in started:
-        if driver._channel is not None:
+        if driver.commands.channel is not None:
             await driver.close(snapshot=False)
     await get_channel_layer().flush()
     broadcast._local_listeners.clear()

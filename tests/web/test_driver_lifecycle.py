@@ -1,13 +1,15 @@
-"""The live engine's life: started inside the ASGI application by the first dashboard, and
-stopped by SIGTERM with a snapshot that the next start resumes from.
+"""The live engine's life: started with the server (``manage.py serve``) or, served any other
+way, by the first dashboard; stopped by SIGTERM with a snapshot that the next start resumes
+from.
 
-* In process: ``twin.config.asgi.application`` with ``ENGINE_MODE=embedded``; a logged-in WebSocket
+* In process: ``twin.config.asgi.application`` with ``ENGINE_MODE=embedded`` and no server
+  that started the engine (plain daphne, the tests' communicator); a logged-in WebSocket
   connection starts the driver as a task of the server's own event loop (once), frames flow,
   and stopping it stores a snapshot.
 * As real processes (``bench.live_server``, as ``test_run_engine_redis.py``): ``manage.py
-  run_engine`` and daphne with the embedded engine, each stopped with SIGTERM; the snapshot
-  row (``twin.live.snapshots``: a zlib-compressed pickle of the engine) is read back from the
-  processes' SQLite file and unpickled.
+  run_engine`` and ``manage.py serve`` with the embedded engine, each stopped with SIGTERM;
+  the snapshot row (``twin.live.snapshots``) is read back from the processes' SQLite file and
+  loaded.
 
 Timeouts below only guard against a hang; nothing asserts how fast a machine is.
 """
@@ -18,6 +20,7 @@ import asyncio
 import json
 import sqlite3
 import time
+import urllib.request
 
 import pytest
 import pytest_asyncio
@@ -27,20 +30,21 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from bench.live_server import (
-    daphne_start,
     database_prepare,
     engine_start,
     free_port,
     live_env,
     manage,
+    serve_start,
     stop,
 )
 from scheduler.live import live_frame
+from scheduler.snapshot import loads
 from twin import models as m
 from twin.config.asgi import application
-from twin.live import broadcast, driver
+from twin.live import broadcast
 from twin.live.driver import EngineDriver
-from twin.live.snapshots import engine_unpickle
+from twin.live.embedded import embedded_driver
 
 DRIVER_FIELDS = ("speed", "paused", "health", "lag_ticks", "source", "sources", "alerts")
 """What the driver (and the alerts hook in ``live_state_write``) adds to the core's live frame
@@ -67,10 +71,10 @@ def embedded(settings):
 async def stop_embedded():
     """Stop an embedded driver the test left running; clean the in-memory layer."""
     yield
-    running = driver.embedded_driver()
+    running = embedded_driver()
     if running is not None:
         running.request_stop()
-        await wait_for(lambda: driver.embedded_driver() is None)
+        await wait_for(lambda: embedded_driver() is None)
     await get_channel_layer().flush()
     broadcast._local_listeners.clear()
 
@@ -108,11 +112,11 @@ async def frames_until(comm, done, timeout: float = 120.0) -> list[dict]:
 @pytest.mark.django_db(transaction=True)
 async def test_the_first_dashboard_starts_the_engine_inside_the_asgi_app_once(
         embedded, stop_embedded, demo_users):
-    assert driver.embedded_driver() is None
+    assert embedded_driver() is None
     comm = await connect(demo_users["operator"])
     first = await comm.receive_json_from(timeout=10)
     assert first["type"] == "snapshot" and first.get("pending") is True  # nothing ran yet
-    running = driver.embedded_driver()
+    running = embedded_driver()
     assert isinstance(running, EngineDriver)
     # a task of this very event loop, the one serving the ASGI application
     assert "twin-engine" in {t.get_name() for t in asyncio.all_tasks()}
@@ -127,15 +131,15 @@ async def test_the_first_dashboard_starts_the_engine_inside_the_asgi_app_once(
     other = await connect(demo_users["staff"])
     snapshot = await other.receive_json_from(timeout=10)
     assert snapshot["type"] == "snapshot" and snapshot["seq"] >= frames[-1]["seq"]
-    assert driver.embedded_driver() is running
+    assert embedded_driver() is running
     # stopping it (what daphne's shutdown hook does on SIGTERM) stores a snapshot
     running.request_stop()
-    await wait_for(lambda: driver.embedded_driver() is None)
+    await wait_for(lambda: embedded_driver() is None)
     state = await database_sync_to_async(m.LiveState.objects.get)()
     snaps = await database_sync_to_async(list)(m.EngineSnapshot.objects.all())
     assert state.health == "stopped"
     assert len(snaps) == 1 and (snaps[0].preset, snaps[0].seed) == ("dev-small", 1)
-    restored = engine_unpickle(bytes(snaps[0].data))
+    restored = loads(bytes(snaps[0].data))
     assert restored.now == snaps[0].t_sim == state.t_sim == running.engine.now
     assert as_json(live_frame(restored)) == core_frame(state.frame)
     for c in (comm, other):
@@ -184,7 +188,7 @@ def check_stopped_with_snapshot(db, preset="dev-small", seed=0) -> dict:
     snap = snapshot_rows(db)[-1]
     assert row["health"] == "stopped"
     assert (snap["preset"], snap["seed"]) == (preset, seed)
-    engine = engine_unpickle(snap["data"])
+    engine = loads(snap["data"])
     assert engine.now == snap["t_sim"] == row["t_sim"] > 0
     assert as_json(live_frame(engine)) == core_frame(json.loads(row["frame"]))
     return row
@@ -221,18 +225,27 @@ def test_run_engine_stores_a_snapshot_on_sigterm_and_the_next_start_resumes_it(t
     assert len(snapshot_rows(db)) == 2
 
 
+def api_state(port: int, cookie: str) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/state",
+                                     headers={"Cookie": f"sessionid={cookie}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
 @pytest.mark.asyncio
-async def test_daphne_starts_the_embedded_engine_with_itself_and_snapshots_it_on_sigterm(tmp_path):
+async def test_serve_starts_the_embedded_engine_with_itself_and_snapshots_it_on_sigterm(tmp_path):
     websockets = pytest.importorskip("websockets.asyncio.client")
     db = tmp_path / "db.sqlite3"
     env = live_env(db, mode="embedded", speed=3600.0, frame_interval_s=0.2,
                    snapshot_interval_s=3600.0)
     cookie = database_prepare(env)
     port = free_port()
-    proc = daphne_start(env, port, log=tmp_path / "daphne.log")
+    proc = serve_start(env, port, log=tmp_path / "serve.log")
     try:
         # the engine starts with the server: frames before any page or dashboard connects
         wait_row(db, proc, lambda r: r["health"] == "ok" and r["seq"] >= 2)
+        state = await asyncio.to_thread(api_state, port, cookie)
+        assert state["health"] == "ok" and state["seq"] >= 2 and state["t"] > 0
         async with websockets.connect(
                 f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
                 additional_headers={"Cookie": f"sessionid={cookie}"}, compression=None,

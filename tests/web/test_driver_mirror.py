@@ -19,6 +19,7 @@ from twin.control import services
 from twin.inventory.adapter import cluster_plan_write
 from twin.live.driver import EngineStartError
 from twin.mirror.errors import SourceError
+from twin.mirror.poller import MirrorPoller
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -88,9 +89,9 @@ class Sources:
 async def mirror(mirror_settings, drivers, small_plan):  # noqa: F811
     await database_sync_to_async(cluster_plan_write)(small_plan)
     wall = Wall()
-    driver = await drivers(clock=FakeClock(), wall=wall)
+    driver = await drivers(clock=FakeClock(), wall=wall, mirror=MirrorPoller)
     sources = Sources(wall, await database_sync_to_async(hostnames)())
-    driver.readers = {"slurm": sources.slurm, "prometheus": sources.prometheus}
+    driver.mirror.readers = {"slurm": sources.slurm, "prometheus": sources.prometheus}
     return driver, sources, wall
 
 
@@ -99,8 +100,8 @@ async def poll(driver, wall):
     driver.clock.now += POLL_S
     wall.now += POLL_S
     await driver.step_once()
-    if driver._poll_task is not None:
-        await driver._poll_task
+    if driver.mirror.poll_task is not None:
+        await driver.mirror.poll_task
     return await driver.step_once()
 
 
@@ -185,5 +186,5 @@ async def test_drills_speed_and_pause_are_refused_on_a_mirror(mirror, django_use
 
 async def test_a_mirror_without_an_inventory_refuses_to_start(mirror_settings, drivers):  # noqa: F811
     with pytest.raises(EngineStartError, match="import_inventory --from-slurm"):
-        await drivers(clock=FakeClock(), wall=Wall())
+        await drivers(clock=FakeClock(), wall=Wall(), mirror=MirrorPoller)
 

@@ -60,7 +60,7 @@ async def test_a_command_that_poisons_the_next_step_is_taken_back_and_the_engine
     drill = await request_drill(demo_users, kind="node", target="5", params={})
     await asyncio.sleep(0.05)
     driver.clock.now += 2.0
-    await driver._commands_apply()
+    await driver.commands.apply_all()
     assert (await refreshed(drill)).status == m.DrillStatus.APPLIED
 
     def poisoned(t_end, progress=None):

@@ -3,13 +3,12 @@
 import asyncio
 
 import pytest
-from asgiref.sync import sync_to_async
 from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from twin.config import checks
-from twin.live import driver
+from twin.live import embedded
 
 
 def engine_mode(settings, mode):
@@ -17,13 +16,25 @@ def engine_mode(settings, mode):
 
 
 def test_in_the_off_mode_nothing_starts(settings):
-    assert driver.driver_ensure_started() is False
-    assert driver.embedded_driver() is None
+    loop = asyncio.new_event_loop()
+    try:
+        assert embedded.embedded_start(loop) is False
+        assert embedded.driver_ensure_started() is False
+        assert embedded.embedded_driver() is None
+    finally:
+        loop.close()
 
 
 def test_from_plain_sync_code_the_embedded_driver_does_not_start(settings):
     engine_mode(settings, "embedded")
-    assert driver.driver_ensure_started() is False  # no server loop to run it on
+    assert embedded.driver_ensure_started() is False  # no server loop to run it on
+
+
+def test_importing_the_asgi_application_starts_nothing(settings):
+    engine_mode(settings, "embedded")
+    import twin.config.asgi  # noqa: F401
+
+    assert embedded.embedded_driver() is None
 
 
 @pytest.mark.asyncio
@@ -36,14 +47,14 @@ async def test_the_embedded_driver_starts_once_per_process(settings, monkeypatch
         runs.append(d)
         await asyncio.sleep(3600)
 
-    monkeypatch.setattr(driver, "_embedded_run", fake_run)
-    assert driver.driver_ensure_started() is True
-    assert driver.driver_ensure_started() is True
+    monkeypatch.setattr(embedded, "_embedded_run", fake_run)
+    assert embedded.driver_ensure_started() is True
+    assert embedded.driver_ensure_started() is True
     await asyncio.sleep(0)
-    assert len(runs) == 1 and driver.embedded_driver() is runs[0]
-    driver._embedded["task"].cancel()
+    assert len(runs) == 1 and embedded.embedded_driver() is runs[0]
+    embedded._embedded["task"].cancel()
     await asyncio.sleep(0)
-    assert driver.embedded_driver() is None
+    assert embedded.embedded_driver() is None
 
 
 def ids(settings, *, deploy=False):
@@ -57,17 +68,29 @@ def ids(settings, *, deploy=False):
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_sync_view_served_by_the_server_can_start_it(settings, monkeypatch):
+async def test_the_serving_process_starts_it_on_its_loop_with_its_driver(settings, monkeypatch):
+    """What ``manage.py serve`` does as daphne's loop is about to run: the engine starts
+    there, made by the driver the server names; a dashboard connecting later starts no other."""
     engine_mode(settings, "embedded")
-    runs = []
+    runs, made = [], []
 
     async def fake_run(d):
         runs.append(d)
+        await asyncio.sleep(3600)
 
-    monkeypatch.setattr(driver, "_embedded_run", fake_run)
-    assert await sync_to_async(driver.driver_ensure_started)() is True
+    def make_driver():
+        made.append(object())
+        return made[-1]
+
+    monkeypatch.setattr(embedded, "_embedded", {**embedded._embedded})
+    monkeypatch.setattr(embedded, "_embedded_run", fake_run)
+    assert embedded.embedded_start(asyncio.get_running_loop(), make_driver=make_driver)
+    assert runs == []  # scheduled on the loop, not run from the hook
     await asyncio.sleep(0.05)
-    assert len(runs) == 1
+    assert embedded.driver_ensure_started() is True
+    await asyncio.sleep(0.05)
+    assert runs == made and len(made) == 1
+    embedded._embedded["task"].cancel()
 
 
 def test_separate_engine_with_the_in_memory_layer_is_an_error(settings):
@@ -98,3 +121,9 @@ def test_redis_layer_passes_the_checks(settings):
 def test_run_engine_refuses_a_bad_speed(speed):
     with pytest.raises(CommandError, match="speed"):
         call_command("run_engine", "--speed", speed)
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "http"])
+def test_serve_refuses_a_bad_port(port):
+    with pytest.raises(CommandError, match="port"):
+        call_command("serve", "--port", port)

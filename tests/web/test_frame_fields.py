@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json_schema()
 DEFS = SCHEMA["$defs"]
 LIVE_DATA = {"anyOf": [{"$ref": "#/$defs/PublishedFrame"}, {"$ref": "#/$defs/Snapshot"},
-                       {"$ref": "#/$defs/PendingSnapshot"}]}
+                       {"$ref": "#/$defs/PendingSnapshot"},
+                       {"$ref": "#/$defs/PublishedLostFrame"}]}
 """What a ``TwinLive`` handler of ``data``/``frame``/``snapshot`` receives."""
 
 ANY = "*"
@@ -294,8 +295,11 @@ def test_a_page_reading_an_unknown_field_fails():
 
 
 # ----------------------------------------------------------------- Python views
-FRAME_NAMES = {"frame": "StoredFrame", "placement": "LivePlacement"}
-"""Names (variables or attributes) that hold a stored frame or a placement in ``twin/``."""
+FRAME_NAMES = {"frame": {"anyOf": [{"$ref": "#/$defs/StoredFrame"},
+                                   {"$ref": "#/$defs/LostFrame"}]},
+               "placement": {"$ref": "#/$defs/LivePlacement"}}
+"""Names (variables or attributes) that hold a stored frame or a placement in ``twin/``, and
+their schema: a frame the driver hands ``live_state_write`` may be a ``LostFrame``."""
 
 
 def _holder(node: ast.AST) -> str | None:
@@ -339,7 +343,7 @@ def test_every_frame_field_the_web_code_reads_is_in_the_schema():
     bad = []
     for module in MODULES:
         for line, holder, path in python_reads(module.read_text()):
-            gap = missing({"$ref": f"#/$defs/{FRAME_NAMES[holder]}"}, path)
+            gap = missing(FRAME_NAMES[holder], path)
             if gap:
                 bad.append(f"{module.relative_to(ROOT)}:{line}: {holder} has no {gap}")
     assert bad == []
@@ -349,5 +353,7 @@ def test_a_view_reading_an_unknown_field_fails():
     source = "def view(live, placement):\n    return live.frame['util']['gpus_lent'], " \
              "placement.get('jobs'), placement['heat']['links']\n"
     assert [(h, p) for _, h, p in python_reads(source)
-            if missing({"$ref": f"#/$defs/{FRAME_NAMES[h]}"}, p)] == [
-        ("frame", ["util", "gpus_lent"])]
+            if missing(FRAME_NAMES[h], p)] == [("frame", ["util", "gpus_lent"])]
+    assert missing(FRAME_NAMES["frame"], ["lost"]) is None
+    assert missing(FRAME_NAMES["placement"], ["jobs", "x", "gpu_runs_inferred"]) == (
+        "jobs.x.gpu_runs_inferred")

@@ -3,7 +3,7 @@
 import numpy as np
 
 from twin import models as m
-from twin.inventory import services
+from twin.control import edits as services
 from twin.inventory.adapter import cluster_arrays_read
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from twin import models as m
-from twin.inventory import services
+from twin.control import edits as services
 
 
 @pytest.mark.django_db

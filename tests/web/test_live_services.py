@@ -9,7 +9,6 @@ from django.utils import timezone
 from twin import models as m
 from twin.control import selectors as control_selectors
 from twin.control import services as control_services
-from twin.inventory import services as inventory_services
 from twin.live import command_log
 from twin.live import selectors as live_selectors
 from twin.live import services as live_services
@@ -19,7 +18,8 @@ from twin.live import services as live_services
 def sent(monkeypatch):
     """Commands sent to the engine group, instead of a channel layer."""
     calls = []
-    monkeypatch.setattr(control_services, "command_send", lambda command, **p: calls.append((command, p)))
+    monkeypatch.setattr(control_services, "command_send",
+                        lambda command, **p: calls.append((command, p)))
     return calls
 
 

@@ -122,7 +122,7 @@ def test_a_malformed_allow_list_stops_the_start_up_with_one_clear_line(value):
 def test_a_well_formed_allow_list_starts(tmp_path):
     env = {**os.environ, "CLUSTERTWIN_METRICS_ALLOW": " 10.0.0.0/8, 127.0.0.1 ,::1/128",
            "DJANGO_SETTINGS_MODULE": "twin.config.settings"}
-    code = ("import django; django.setup(); from twin.config.conf import app_setting; "
+    code = ("import django; django.setup(); from twin import app_setting; "
             "print(sorted(str(n) for n in app_setting('METRICS_ALLOW')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)

@@ -193,3 +193,10 @@ def test_without_gpu_owners_the_node_page_says_so_and_lists_the_nodes_jobs(live,
     html = login("operator").get(f"/nodes/{node}/").content.decode()
     assert "not which of its GPUs each holds" in html
     assert "does not report which GPUs its jobs hold" in html
+    # an old placement (gpu_runs null after twin.live.stored.placement_upgrade) names no
+    # holder: each GPU's says "not reported", none links a job as if it knew
+    rows = gpu_rows(html)
+    assert rows and all(cell(r, "gpu-holder") == '<span class="muted">not reported</span>'
+                        for r in rows.values())
+    scrape = login("operator").get("/metrics/dcgm")
+    assert scrape.status_code == 503 and b"does not report which GPUs" in scrape.content

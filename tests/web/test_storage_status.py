@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from scheduler.live import live_placement
 from twin import models as m
-from twin.inventory import services
+from twin.control import edits as services
 
 FACTOR_MESSAGE = "factor must be a number between 0 and 1 (exclusive), not {!r}"
 

@@ -14,8 +14,8 @@ from django.test import Client
 from django.utils import timezone
 
 from scheduler.simulate import Scenario
+from scheduler.snapshot import dumps
 from twin import models as m
-from twin.live.snapshots import engine_pickle
 from twin.studies import whatif as service
 
 WAIT_S = 300.0  # a ceiling for a spawned worker on a loaded machine, never a measurement
@@ -26,7 +26,7 @@ def dev_small_blob() -> bytes:
     """The dev-small engine two simulated hours in, as the live engine stores it."""
     engine, _ = Scenario(preset="dev-small", days=2, seed=0).engine()
     engine.run_until(7200.0)
-    return engine_pickle(engine)
+    return dumps(engine)
 
 
 def snapshot(data: bytes, t_sim: float = 7200.0) -> m.EngineSnapshot:

@@ -43,8 +43,9 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
-from twin import models as m
-from twin.config.conf import app_setting
+from twin import app_setting
+from twin.alerts.models import Alert, AlertRule
+from twin.audit.models import AuditEntry
 
 logger = logging.getLogger(__name__)
 
@@ -193,11 +194,11 @@ DEFAULT_RULES = [
 
 def rules_seed() -> int:
     """Create the shipped rules that are missing (by name); returns how many were created."""
-    have = set(m.AlertRule.objects.values_list("name", flat=True))
-    new = [m.AlertRule(name=n, figure=f, comparison=c, threshold=t, for_s=d, severity=s,
+    have = set(AlertRule.objects.values_list("name", flat=True))
+    new = [AlertRule(name=n, figure=f, comparison=c, threshold=t, for_s=d, severity=s,
                        description=text)
            for n, f, c, t, d, s, text in DEFAULT_RULES if n not in have]
-    m.AlertRule.objects.bulk_create(new)
+    AlertRule.objects.bulk_create(new)
     return len(new)
 
 
@@ -264,11 +265,11 @@ class Evaluator:
         if self.rules is None or now - self.loaded_at >= app_setting("ALERT_RULES_REFRESH_S"):
             self.rules = [Rule(r.id, r.name, r.figure, r.comparison, r.threshold, r.for_s,
                                r.severity, r.description)
-                          for r in m.AlertRule.objects.filter(enabled=True)]
+                          for r in AlertRule.objects.filter(enabled=True)]
             self.loaded_at = now
         if self.firing is None:  # a restart keeps what was firing
             self.firing = {_key(rule_id, labels or {}): pk for pk, rule_id, labels in
-                           m.Alert.objects.filter(state=m.Alert.State.FIRING)
+                           Alert.objects.filter(state=Alert.State.FIRING)
                            .values_list("id", "rule_id", "labels")}
 
     def _values(self, rule: Rule, frame: dict, t_sim: float) -> Values:
@@ -308,7 +309,7 @@ class Evaluator:
 
 
 def _fire(rule: Rule, labels: dict, value: float, t_sim: float) -> int:
-    alert = m.Alert.objects.create(rule_id=rule.id, labels=labels, value=value,
+    alert = Alert.objects.create(rule_id=rule.id, labels=labels, value=value,
                                    started_at=timezone.now(), t_sim=t_sim)
     logger.warning("alert %s fired: %s = %g (%s %g) %s", rule.name, rule.figure, value,
                    rule.comparison, rule.threshold, labels or "")
@@ -317,8 +318,8 @@ def _fire(rule: Rule, labels: dict, value: float, t_sim: float) -> int:
 
 
 def _resolve(alert_id: int, t_sim: float) -> None:
-    m.Alert.objects.filter(pk=alert_id, state=m.Alert.State.FIRING).update(
-        state=m.Alert.State.RESOLVED, resolved_at=timezone.now(), t_sim_resolved=t_sim)
+    Alert.objects.filter(pk=alert_id, state=Alert.State.FIRING).update(
+        state=Alert.State.RESOLVED, resolved_at=timezone.now(), t_sim_resolved=t_sim)
     webhook_send(alert_id)
 
 
@@ -326,8 +327,14 @@ _evaluator = Evaluator()
 
 
 def evaluate(*, frame: dict, t_sim: float) -> None:
-    """The hook in ``live_state_write``: put ``{"firing": n}`` in ``frame``; never raises."""
+    """The hook in ``live_state_write``: put ``{"firing": n}`` in ``frame``; never raises.
+    A :class:`~scheduler.frame_schema.LostFrame` has no figures: nothing is evaluated (what
+    fires keeps firing, nothing resolves for lack of data)."""
     try:
+        if frame.get("lost") is True:  # twin.live.stored.frame_lost; alerts sit below live
+            _evaluator._load()
+            frame["alerts"] = {"firing": len(_evaluator.firing)}
+            return
         frame["alerts"] = {"firing": _evaluator.evaluate(frame=frame, t_sim=t_sim)}
         _evaluator.failed = False
     except Exception:
@@ -349,7 +356,7 @@ def forget_process_state() -> None:
 
 
 # ----------------------------------------------------------------- acknowledging
-def alert_acknowledge(*, alert_id: int, user) -> m.Alert:
+def alert_acknowledge(*, alert_id: int, user) -> Alert:
     """Mark an alert acknowledged by ``user`` (staff), audited.  Raises ``Alert.DoesNotExist``,
     ``PermissionDenied`` or ``ValueError`` (already acknowledged)."""
     from django.core.exceptions import PermissionDenied
@@ -357,20 +364,20 @@ def alert_acknowledge(*, alert_id: int, user) -> m.Alert:
     if not getattr(user, "is_staff", False):
         raise PermissionDenied("acknowledging alerts is for staff")
     with transaction.atomic():
-        alert = m.Alert.objects.select_for_update().select_related("rule").get(pk=alert_id)
+        alert = Alert.objects.select_for_update().select_related("rule").get(pk=alert_id)
         if alert.acknowledged_at is not None:
             raise ValueError(f"alert {alert_id} was acknowledged by "
                              f"{alert.acknowledged_by or 'a deleted account'} already")
         alert.acknowledged_by, alert.acknowledged_at = user, timezone.now()
         alert.save(update_fields=["acknowledged_by", "acknowledged_at"])
-        m.AuditEntry.objects.create(user=user, username=user.get_username(),
+        AuditEntry.objects.create(user=user, username=user.get_username(),
                                     action="alert_ack", target=f"alert {alert.pk}",
                                     detail={"rule": alert.rule.name, "labels": alert.labels,
                                             "state": alert.state})
     return alert
 
 
-def alert_json(alert: m.Alert) -> dict:
+def alert_json(alert: Alert) -> dict:
     return {"id": alert.pk, "rule": alert.rule.name, "figure": alert.rule.figure,
             "comparison": alert.rule.comparison, "threshold": alert.rule.threshold,
             "severity": alert.rule.severity, "state": alert.state, "labels": alert.labels,
@@ -390,7 +397,7 @@ def _iso(dt: datetime) -> str:
     return dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def webhook_payload(alert: m.Alert) -> dict:
+def webhook_payload(alert: Alert) -> dict:
     """Alertmanager's webhook JSON (version "4") for one alert that fired or resolved."""
     rule = alert.rule
     labels = {"alertname": rule.name, "severity": rule.severity, "figure": rule.figure,
@@ -472,5 +479,5 @@ def webhook_send(alert_id: int) -> None:
     url = app_setting("ALERT_WEBHOOK_URL")
     if not url:
         return
-    alert = m.Alert.objects.select_related("rule").get(pk=alert_id)
+    alert = Alert.objects.select_related("rule").get(pk=alert_id)
     webhook().send(webhook_payload(alert), url)

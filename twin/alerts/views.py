@@ -13,8 +13,8 @@ from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from twin import models as m
 from twin.alerts import rules as alerts
+from twin.alerts.models import Alert, AlertRule
 
 LIMIT = 100
 LIMIT_MAX = 1000
@@ -28,7 +28,7 @@ def _error(message: str, status: int) -> JsonResponse:
 
 def _filtered(params) -> tuple[object, str | None]:
     """The alerts matching ``params`` (a QueryDict), or an error message."""
-    qs = m.Alert.objects.select_related("rule", "acknowledged_by")
+    qs = Alert.objects.select_related("rule", "acknowledged_by")
     state = params.get("state", "").strip()
     if state and state not in STATES:
         return None, f"state must be one of {', '.join(STATES)}, not {state[:40]!r}"
@@ -40,8 +40,8 @@ def _filtered(params) -> tuple[object, str | None]:
         qs = qs.filter(acknowledged_at__isnull=True)
     severity = params.get("severity", "").strip()
     if severity:
-        if severity not in m.AlertRule.Severity.values:
-            return None, (f"severity must be one of {', '.join(m.AlertRule.Severity.values)}, "
+        if severity not in AlertRule.Severity.values:
+            return None, (f"severity must be one of {', '.join(AlertRule.Severity.values)}, "
                           f"not {severity[:40]!r}")
         qs = qs.filter(rule__severity=severity)
     rule = params.get("rule", "").strip()[:64]
@@ -57,10 +57,10 @@ def alerts_page(request):
         messages.error(request, error)
         qs, _ = _filtered({})
     return render(request, "twin/alerts.html", {
-        "alerts": list(qs[:LIMIT]), "firing": m.Alert.objects.filter(state="firing").count(),
+        "alerts": list(qs[:LIMIT]), "firing": Alert.objects.filter(state="firing").count(),
         "can_ack": request.user.is_staff, "filters": {k: request.GET.get(k, "")[:64]
                                                        for k in ("state", "severity", "rule")},
-        "states": STATES, "severities": m.AlertRule.Severity.values})
+        "states": STATES, "severities": AlertRule.Severity.values})
 
 
 @require_POST
@@ -71,7 +71,7 @@ def alert_ack_form(request, pk: int):
         messages.success(request, f"Alert {alert.pk} ({alert.rule.name}) acknowledged.")
     except PermissionDenied:
         raise PermissionDenied(ACK_DENIED) from None
-    except m.Alert.DoesNotExist:
+    except Alert.DoesNotExist:
         messages.error(request, f"alert {pk} does not exist")
     except ValueError as exc:
         messages.error(request, str(exc))
@@ -89,7 +89,7 @@ def api_alerts(request):
         return _error("limit must be an integer", 400)
     if not 1 <= limit <= LIMIT_MAX:
         return _error(f"limit must be between 1 and {LIMIT_MAX}", 400)
-    return JsonResponse({"firing": m.Alert.objects.filter(state="firing").count(),
+    return JsonResponse({"firing": Alert.objects.filter(state="firing").count(),
                          "alerts": [alerts.alert_json(a) for a in qs[:limit]]})
 
 
@@ -103,7 +103,7 @@ def api_alert_ack(request, pk: int):
                       415)
     try:
         alert = alerts.alert_acknowledge(alert_id=pk, user=request.user)
-    except m.Alert.DoesNotExist:
+    except Alert.DoesNotExist:
         return _error(f"alert {pk} does not exist", 404)
     except ValueError as exc:
         return _error(str(exc), 409)

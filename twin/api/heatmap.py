@@ -14,8 +14,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from scheduler.frames import heat_zoom
-from twin import models as m
-from twin.inventory import selectors as inventory_selectors
+from twin.inventory.models import Cluster, DataHall, Rack, Switch
 from twin.live import selectors as live_selectors
 
 ZOOM_PARAMS = ("pod", "first", "last", "hall")
@@ -28,35 +27,35 @@ def _error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-def heatmap_names(*, cluster: m.Cluster | None) -> dict:
+def heatmap_names(*, cluster: Cluster | None) -> dict:
     """Switch names by switch index, rack names by the core's rack id (primary-key order) and
     hall names by hall index: what the topology page labels heatmap axes and cells with."""
     if cluster is None:
         return {"switches": [], "racks": [], "halls": []}
     switches: list[str] = []
-    for index, name in (m.Switch.objects.filter(cluster=cluster).order_by("index")
+    for index, name in (Switch.objects.filter(cluster=cluster).order_by("index")
                         .values_list("index", "name")):
         switches.extend([""] * (index - len(switches)))
         switches.append(name)
-    racks = list(m.Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
+    racks = list(Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
                  .values_list("name", flat=True))
     return {"switches": switches, "racks": racks, "halls": _hall_names(cluster)}
 
 
-def _hall_names(cluster: m.Cluster) -> list[str]:
-    return list(m.DataHall.objects.filter(site__cluster=cluster).order_by("pk")
+def _hall_names(cluster: Cluster) -> list[str]:
+    return list(DataHall.objects.filter(site__cluster=cluster).order_by("pk")
                 .values_list("name", flat=True))
 
 
-def _switch_names(cluster: m.Cluster | None, ids: list[int]) -> list[str]:
+def _switch_names(cluster: Cluster | None, ids: list[int]) -> list[str]:
     found = {} if cluster is None else dict(
-        m.Switch.objects.filter(cluster=cluster, index__in=ids).values_list("index", "name"))
+        Switch.objects.filter(cluster=cluster, index__in=ids).values_list("index", "name"))
     return [found.get(i, f"switch {i}") for i in ids]
 
 
-def _rack_names(cluster: m.Cluster | None, ids: list[list[int]]) -> list[list[str | None]]:
+def _rack_names(cluster: Cluster | None, ids: list[list[int]]) -> list[list[str | None]]:
     names = [] if cluster is None else list(
-        m.Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
+        Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
         .values_list("name", flat=True))
     return [[None if i < 0 else (names[i] if i < len(names) else f"rack {i}") for i in row]
             for row in ids]
@@ -90,14 +89,14 @@ def api_heatmap(request):
     live = live_selectors.live_state_get()
     if live is None:
         return _error("the live engine has not published a frame yet", 503)
-    detail = (live.placement or {}).get("heat")
-    if not detail:
+    detail = live.placement["heat"] if live.placement is not None else None
+    if detail is None:  # no placement, or an older engine's that did not report it
         return _error(NO_DETAIL, 404)
     try:
         zoom = heat_zoom(detail, tier=tier, **args)
     except ValueError as exc:
         return _error(str(exc), 400)
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     if "down" in zoom:  # links: one switch per row
         zoom["names"] = _switch_names(cluster, zoom["ids"])
     else:

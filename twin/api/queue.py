@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from scheduler.limits import checks
 from scheduler.live import QUEUE_COLUMNS
 from twin.live import selectors
 
@@ -28,12 +29,11 @@ def _int(params, name: str, default: int, lo: int, hi: int) -> int:
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise QueueQueryError(f"{name} must be an integer, not {raw!r}") from None
-    if not lo <= value <= hi:
-        raise QueueQueryError(f"{name} must be between {lo:,} and {hi:,}, not {value:,}")
-    return value
+        return checks.integer_from_text(name, raw, at_least=lo, at_most=hi,
+                                        expect=f"between {lo:,} and {hi:,}",
+                                        unparsable="an integer")
+    except ValueError as exc:
+        raise QueueQueryError(str(exc)) from None
 
 
 def queue_query_parse(params) -> dict:

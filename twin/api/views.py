@@ -1,28 +1,20 @@
-"""The JSON API under /api/: state, jobs, events, history, drills, racks, nodes, jobs by name. Views parse and answer; selectors and services do the work."""
+"""The JSON API under /api/: state, jobs, events, history, drills, racks, nodes, jobs by name.
+Views parse and answer; selectors and services do the work."""
 
 from __future__ import annotations
 
-import json
-import math
-
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import JsonResponse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET
 
+from scheduler.frame_schema import LivePlacement
+from scheduler.limits import checks
 from scheduler.live import in_ranges
 from twin.api.bodies import json_error
-from twin.control import selectors as control_selectors
-from twin.control import services
-from twin.control.permissions import DRILLS_DENIED, can_run_drills
 from twin.inventory import floor
 from twin.inventory import selectors as inventory_selectors
 from twin.inventory.adapter import EngineIds
 from twin.live import history
 from twin.live import selectors as live_selectors
-
-DRILLS_LIMIT = 50
-
-DRILLS_LIMIT_MAX = 200
 
 PAGE_MAX = 10**9
 """More pages than any event log holds; beyond it the SQL OFFSET would overflow 64 bits."""
@@ -33,7 +25,7 @@ NO_FRAME = "the live engine has not published a frame yet"
 # ----------------------------------------------------------------- JSON API
 @require_GET
 def api_inventory(request):
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     if cluster is None:
         return json_error("no cluster built yet; run build_cluster", 404)
     return JsonResponse({"cluster": cluster.name, **cluster.summary})
@@ -45,7 +37,7 @@ def _live_head(live) -> dict:
             "updated_at": live.updated_at.isoformat() if live.updated_at else None}
 
 
-def _live_orjson_error():
+def _live_or_error():
     live = live_selectors.live_state_get()
     if live is None:
         return None, json_error(NO_FRAME, 503, health=None)
@@ -54,22 +46,23 @@ def _live_orjson_error():
 
 @require_GET
 def api_state(request):
-    live, error = _live_orjson_error()
+    live, error = _live_or_error()
     if error:
         return error
-    return JsonResponse({**_live_head(live), "frame": live.frame})
+    return JsonResponse({**_live_head(live), "frame": live.frame or {}})  # {}: no frame
 
 
 @require_GET
 def api_jobs(request):
-    live, error = _live_orjson_error()
+    live, error = _live_or_error()
     if error:
         return error
     frame = live.frame
-    return JsonResponse({**_live_head(live), "jobs": frame.get("jobs", {}),
-                         "queue": frame.get("queue", []),
-                         "running_jobs": frame.get("running_jobs", []),
-                         "tenants": frame.get("tenants", [])})
+    if frame is None:  # no frame to show (none yet, or the engine lost its state)
+        return JsonResponse({**_live_head(live), "jobs": {}, "queue": [], "running_jobs": [],
+                             "tenants": []})
+    return JsonResponse({**_live_head(live), "jobs": frame["jobs"], "queue": frame["queue"],
+                         "running_jobs": frame["running_jobs"], "tenants": frame["tenants"]})
 
 
 @require_GET
@@ -77,7 +70,7 @@ def api_events(request):
     """The stored event log of the engine now running, newest first: ``?kind=``,
     ``?component=`` (e.g. ``switch 12``), ``?job=``, ``?page=`` (from 1), ``?per_page=``
     (1-500, default 100)."""
-    live, error = _live_orjson_error()
+    live, error = _live_or_error()
     if error:
         return error
     try:
@@ -98,7 +91,7 @@ def api_history(request):
     """``?metric=`` of the run now live between ``?from=`` and ``?to=`` (simulated seconds;
     default the whole run; ``?last=S``: the last S seconds), averaged into ``?step=`` seconds
     (``twin.live.history``).  Without ``metric``: the series this run has."""
-    live, error = _live_orjson_error()
+    live, error = _live_or_error()
     if error:
         return error
     metric = request.GET.get("metric", "")[:200]
@@ -123,98 +116,40 @@ def api_history(request):
 
 
 def _finite(text: str, name: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, not {text[:40]!r}") from None
-    if not math.isfinite(value) or abs(value) > 1e12:
-        raise ValueError(f"{name} must be a finite number of seconds within ±1e12")
-    return value
+    return checks.number_from_text(name, text, at_least=-1e12, at_most=1e12,
+                                   expect="a finite number of seconds within ±1e12",
+                                   unparsable="a number of seconds")
 
 
-def drill_json(drill, *, viewer) -> dict:
-    """A drill as the API shows it to ``viewer``: everyone sees what was injected and its
-    effect; who asked is shown to staff, and to the requester, only (None otherwise)."""
-    named = drill.requested_by is not None and (viewer.is_staff
-                                                or drill.requested_by_id == viewer.pk)
-    return {"id": drill.pk, "kind": drill.kind, "target": drill.target, "params": drill.params,
-            "status": drill.status,
-            "requested_by": drill.requested_by.username if named else None,
-            "requested_at": drill.requested_at.isoformat(),
-            "applied_at_sim": drill.applied_at_sim, "outcome": drill.outcome}
-
-
-@require_http_methods(["GET", "POST"])
-def api_drills(request):
-    """GET: recent drills (``?limit=``, newest first). POST: request one (202 when sent)."""
-    if request.method == "POST":
-        return _api_drill_request(request)
-    try:
-        limit = int(request.GET.get("limit", DRILLS_LIMIT))
-    except ValueError:
-        return json_error("limit must be an integer", 400)
-    if not 1 <= limit <= DRILLS_LIMIT_MAX:
-        return json_error(f"limit must be between 1 and {DRILLS_LIMIT_MAX}", 400)
-    return JsonResponse({"drills": [drill_json(d, viewer=request.user)
-                                    for d in control_selectors.drills_recent(limit)]})
-
-
-def _api_drill_request(request):
-    """Body (``application/json``): ``{"kind": ..., "target": ..., <parameter>: <number>}``."""
-    if not can_run_drills(request.user):
-        return json_error(DRILLS_DENIED, 403)
-    if request.content_type != "application/json":
-        return json_error(f"send the drill as application/json, not "
-                      f"{request.content_type or 'no Content-Type'}", 415)
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return json_error(f"the request body is not valid JSON: {exc}", 400)
-    if not isinstance(body, dict) or not isinstance(body.get("kind"), str):
-        return json_error('send a JSON object with a "kind", e.g. {"kind": "node", '
-                      '"target": "random"}', 400)
-    params = {k: v for k, v in body.items() if k not in ("kind", "target")}
-    try:
-        drill = services.drill_request(user=request.user, kind=body["kind"],
-                                       target=body.get("target", "random"), params=params)
-    except PermissionDenied as exc:
-        return json_error(str(exc) or "permission denied", 403)
-    except ValidationError as exc:
-        return json_error("; ".join(exc.messages), 400)
-    return JsonResponse({"id": drill.pk, "status": drill.status, "kind": drill.kind,
-                         "target": drill.target}, status=202)
-
-
-def _live_node(placement: dict, node: int) -> tuple[str, list[str]]:
+def _live_node(placement: LivePlacement | None, node: int) -> tuple[str, list[str]]:
     """A node's live status (``down``, ``drained``, ``spare`` or ``up``) and the jobs on it,
     from the engine's last placement."""
-    if not placement:
+    if placement is None:
         return "unknown", []
-    status = next((k for k in ("down", "drained", "spare")
-                   if in_ranges(node, placement.get(k, []))), "up")
-    jobs = [name for name, job in placement.get("jobs", {}).items()
-            if in_ranges(node, job["nodes"])]
+    status = next((k for k in ("down", "drained", "spare") if in_ranges(node, placement[k])),
+                  "up")
+    jobs = [name for name, job in placement["jobs"].items() if in_ranges(node, job["nodes"])]
     return status, jobs
 
 
-def _placement() -> dict:
+def _placement() -> LivePlacement | None:
     live = live_selectors.live_state_get()
-    return live.placement if live is not None else {}
+    return live.placement if live is not None else None
 
 
 @require_GET
 def api_rack(request, index: int):
     """Rack ``index`` (the core's id): its nodes from the inventory with each node's live
     status and jobs, the jobs on the rack, and its live heatmap values."""
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     if cluster is None:
         return json_error("no cluster built yet; run build_cluster", 404)
     rack = floor.rack_detail(cluster=cluster, index=index)
     if rack is None:
         return json_error(f"rack {index} does not exist in cluster {cluster.name}", 404)
     live = live_selectors.live_state_get()
-    placement = live.placement if live is not None else {}
-    rack["live"] = floor.rack_live_values(live.frame if live else {}, rack["cell"])
+    placement = live.placement if live is not None else None
+    rack["live"] = floor.rack_live_values(live.frame if live else None, rack["cell"])
     ids = EngineIds(cluster)
     jobs: dict[str, int] = {}
     for node in rack["nodes"]:
@@ -232,7 +167,7 @@ def api_rack(request, index: int):
 def api_node(request, index: int):
     """Node ``index`` (the core's id): its inventory row, operator and live status, its rack
     and the jobs on it."""
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     if cluster is None:
         return json_error("no cluster built yet; run build_cluster", 404)
     node = inventory_selectors.node_by_engine_id(cluster=cluster, index=index)
@@ -245,10 +180,12 @@ def api_node(request, index: int):
 @require_GET
 def api_job(request, name: str):
     """Job ``name`` as placed now: state, GPUs, nodes (core ids) and racks."""
-    cluster = inventory_selectors.cluster_current()
-    job = _placement().get("jobs", {}).get(name)
+    cluster = live_selectors.cluster_current()
+    placement = _placement()
+    job = placement["jobs"].get(name) if placement is not None else None
     if job is None:
         return json_error(f"job {name!r} holds no GPUs now (queued, done or unknown)", 404)
     nodes = [n for a, b in job["nodes"] for n in range(a, b + 1)]
-    racks = inventory_selectors.racks_of_engine_nodes(cluster=cluster, nodes=nodes) if cluster else []
+    racks = (inventory_selectors.racks_of_engine_nodes(cluster=cluster, nodes=nodes)
+             if cluster else [])
     return JsonResponse({"name": name, **job, "node_ids": nodes, "racks": racks})

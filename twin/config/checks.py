@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.core import checks
 
-from twin.config.conf import app_setting
+from twin import app_setting
 
 IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 

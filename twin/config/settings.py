@@ -198,7 +198,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False  # no banner on every manage.py command; lockouts are still logged
 
-# App knobs, read through twin.config.conf.app_setting().
+# App knobs, read through twin.app_setting().
 CLUSTERTWIN = {
     "DEMO_PASSWORD": env_str("CLUSTERTWIN_DEMO_PASSWORD", "clustertwin"),
     "DEFAULT_PRESET": env_str("CLUSTERTWIN_PRESET", "noc-4k"),  # tests: dev-small (pyproject)
@@ -268,7 +268,8 @@ LOGGING = {
 # every process of one instance must agree). Frames and commands that cross Redis are signed
 # with a key derived from SECRET_KEY: every process of an instance shares SECRET_KEY, and the
 # clocks of web and engine hosts agree within COMMAND_MAX_AGE_S.
-# Dashboard sockets (twin.live.consumers; close codes 4401 4403 4408 4429): sessions re-checked every
+# Dashboard sockets (twin.live.consumers; close codes 4401 4403 4408 4429): sessions re-checked
+# every
 # WS_RECHECK_S wall s; WS_MESSAGES_PER_S sustained and WS_MESSAGE_BURST at once from a client;
 # WS_MAX_QUEUED_BYTES written while a client's send buffer is full, or WS_STALLED_FRAMES frames
 # in a row that find it full, close a client that does not read; a frame more than

@@ -5,8 +5,9 @@ Each service checks who asks (staff with ``twin.run_drill``, the rule of every w
 the live engine), then what is asked against what the twin last published (the job's state, the
 node's status, the drill's row), refusing with one ``ValidationError`` before anything changes;
 then it writes one audit entry and sends the command to the live engine, which applies it
-through its durable command log (``twin.live.command_log``: it survives a restart) and checks it once
-more (``scheduler.control.job_actions``, ``scheduler.control.drills.end_drill``).  Its effect is
+through its durable command log (``twin.live.command_log``: it survives a restart) and checks
+it once more (``scheduler.control.job_actions``, ``scheduler.control.drills.end_drill``).
+Its effect is
 in the next frame and its event-log line names the user.
 """
 
@@ -21,13 +22,14 @@ from django.db.models import QuerySet
 from scheduler.control.drills import ENDLESS
 from scheduler.control.job_actions import ACTION_STATES, action_refusal
 from scheduler.limits.bounds import JOB_PRIORITY
-from twin import models as m
-from twin.audit.services import _audit
-from twin.config.conf import app_setting
-from twin.inventory.services import nodes_drain, nodes_undrain
+from twin import app_setting
+from twin.audit.services import audit_record
+from twin.control.edits import nodes_drain, nodes_undrain
+from twin.inventory.models import NodeStatus
 from twin.live import selectors
 from twin.live.broadcast import command_send
 from twin.live.engine_commands import JOB_NAME_MAX
+from twin.live.models import Drill, DrillStatus, EngineCommand, EngineEvent
 
 logger = logging.getLogger(__name__)
 
@@ -78,25 +80,27 @@ def job_state_get(*, name: str) -> str | None:
     live = selectors.live_state_get()
     if live is None:
         return None
-    placement, frame = live.placement or {}, live.frame or {}
-    placed = placement.get("jobs", {}).get(name)
+    placement, frame = live.placement, live.frame  # each None when there is none
+    placed = placement["jobs"].get(name) if placement is not None else None
     if placed is not None:
-        return placed.get("state", "running")
-    if any(h.get("name") == name for h in placement.get("held") or []):
+        return placed["state"]
+    if placement is not None and any(h["name"] == name for h in placement["held"]):
         return "held"
-    if any(q.get("name") == name for q in frame.get("queue") or []):
+    if frame is not None and any(q["name"] == name for q in frame["queue"]):
         return "queued"
     # the placement's queue: the first QUEUE_ROWS_MAX rows of scheduler.live.queue_rows
-    if any(row[1] == name for row in placement.get("queue") or []):
+    if placement is not None and any(row[1] == name for row in placement["queue"] or ()):
         return "queued"
     return None
 
 
 def _queue_shown_whole(live) -> bool:
-    placement, frame = live.placement or {}, live.frame or {}
-    if "queue_total" in placement:
-        return len(placement.get("queue") or []) >= placement["queue_total"]
-    return len(frame.get("queue") or []) >= (frame.get("jobs") or {}).get("queued", 0)
+    placement, frame = live.placement, live.frame  # each None when there is none
+    if placement is not None and placement["queue"] is not None:
+        return len(placement["queue"]) >= placement["queue_total"]
+    if frame is not None:  # an older engine's placement: the frame's first rows
+        return len(frame["queue"]) >= frame["jobs"]["queued"]
+    return False
 
 
 def job_action_request(*, user, job, action, priority=None) -> dict:
@@ -126,7 +130,7 @@ def job_action_request(*, user, job, action, priority=None) -> dict:
                               "moment")
     state = job_state_get(name=job)
     if state is None:
-        known = m.EngineEvent.objects.filter(inventory=live.inventory,
+        known = EngineEvent.objects.filter(inventory=live.inventory,
                                              jobs__contains=f",{job},").exists()
         if not known:
             raise ObjectDoesNotExist(f"no job {job!r} in the live twin")
@@ -139,7 +143,7 @@ def job_action_request(*, user, job, action, priority=None) -> dict:
         if why is not None:
             raise ValidationError(why)
     with transaction.atomic():
-        _audit(user, f"job {action}", [job],
+        audit_record(user, f"job {action}", [job],
                **({"priority": params["priority"]} if action == "priority" else {}))
         _send(f"job_{action}", **params)
     return {"job": job, "action": action, "state_before": state, **(
@@ -148,7 +152,7 @@ def job_action_request(*, user, job, action, priority=None) -> dict:
 
 def job_actions_recent(*, name: str, limit: int = 20) -> list[dict]:
     """The actions on job ``name`` the live engine applied or refused, newest first."""
-    rows = (m.EngineCommand.objects.filter(name__startswith="job_", params__job=name)
+    rows = (EngineCommand.objects.filter(name__startswith="job_", params__job=name)
             .order_by("-pk").values("name", "params", "t_sim", "status", "error")[:limit])
     return [{"action": r["name"].removeprefix("job_"), "by": r["params"].get("by", ""),
              "priority": r["params"].get("priority"), "t_sim": r["t_sim"],
@@ -162,7 +166,7 @@ def node_drain_request(*, user, nodes: QuerySet) -> int:
     node = nodes.first()
     if node is None:
         raise ObjectDoesNotExist("no such node")
-    if node.status != m.NodeStatus.READY:
+    if node.status != NodeStatus.READY:
         raise ValidationError(f"{node.hostname} is {node.status}: only a node in service can be "
                               "drained")
     return nodes_drain(nodes=nodes, reason=f"drained by {_username(user)}", user=user)
@@ -174,14 +178,14 @@ def node_resume_request(*, user, nodes: QuerySet) -> int:
     node = nodes.first()
     if node is None:
         raise ObjectDoesNotExist("no such node")
-    if node.status != m.NodeStatus.DRAINED:
+    if node.status != NodeStatus.DRAINED:
         raise ValidationError(f"{node.hostname} is {node.status}, not drained: only a drained "
                               "node can be resumed")
     return nodes_undrain(nodes=nodes, user=user)
 
 
 # ----------------------------------------------------------------- drills
-def _drill_end_s(drill: m.Drill) -> float | None:
+def _drill_end_s(drill: Drill) -> float | None:
     """When the drill would end by itself (simulated s), ``None`` if it has no duration."""
     o, start = drill.outcome or {}, drill.applied_at_sim
     if "until" in o:
@@ -195,10 +199,10 @@ def _drill_end_s(drill: m.Drill) -> float | None:
     return None
 
 
-def drill_endable(drill: m.Drill, t_sim: float | None) -> str | None:
+def drill_endable(drill: Drill, t_sim: float | None) -> str | None:
     """Why ``drill`` cannot be ended now (``None`` if it can)."""
     label = f"drill #{drill.pk} ({drill.kind.replace('_', ' ')})"
-    if drill.status != m.DrillStatus.APPLIED:
+    if drill.status != DrillStatus.APPLIED:
         return f"{label} is {drill.status}: only an applied drill can be ended"
     if drill.kind in ENDLESS:
         return f"{label} has no end: a supply cut lasts the run"
@@ -211,7 +215,7 @@ def drill_endable(drill: m.Drill, t_sim: float | None) -> str | None:
     return None
 
 
-def drills_endable(*, drills: list[m.Drill]) -> set[int]:
+def drills_endable(*, drills: list[Drill]) -> set[int]:
     """The ids of ``drills`` that can be ended now (the drills page shows them an End
     button)."""
     live = selectors.live_state_get()
@@ -219,13 +223,13 @@ def drills_endable(*, drills: list[m.Drill]) -> set[int]:
     return {d.pk for d in drills if drill_endable(d, t_sim) is None}
 
 
-def drill_end_request(*, user, drill_id: int) -> m.Drill:
+def drill_end_request(*, user, drill_id: int) -> Drill:
     """End a running drill early: audited, marked on the drill's row, sent to the engine, which
     reverts it as if its duration had run out and logs who ended it."""
     _require_staff(user)
     _refuse_if_mirroring("ending drills")
     with transaction.atomic():
-        drill = m.Drill.objects.select_for_update().filter(pk=drill_id).first()
+        drill = Drill.objects.select_for_update().filter(pk=drill_id).first()
         if drill is None:
             raise ObjectDoesNotExist(f"no drill #{drill_id}")
         live = selectors.live_state_get()
@@ -236,6 +240,6 @@ def drill_end_request(*, user, drill_id: int) -> m.Drill:
         drill.outcome = {**drill.outcome,
                          "ended": {"by": by, "t_sim": live.t_sim if live else None}}
         drill.save(update_fields=["outcome"])
-        _audit(user, "drill end", [f"drill #{drill.pk} {drill.kind}"])
+        audit_record(user, "drill end", [f"drill #{drill.pk} {drill.kind}"])
         _send("end_drill", drill_id=drill.pk, by=by)
     return drill

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from twin import models as m
+from twin.live.models import Drill
 
 
-def drills_recent(limit: int = 50) -> list[m.Drill]:
+def drills_recent(limit: int = 50) -> list[Drill]:
     """The newest drills first, with who asked for them."""
-    return list(m.Drill.objects.select_related("requested_by")
+    return list(Drill.objects.select_related("requested_by")
                 .order_by("-requested_at", "-id")[:limit])

@@ -1,4 +1,5 @@
-"""Staff commands to the live engine: drills (validated against the one bounds table, audited, sent), speed and pause."""
+"""Staff commands to the live engine: drills (validated against the one bounds table, audited,
+sent), speed and pause."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from django.db import transaction
 
 from scheduler.control.drills import KINDS
 from scheduler.limits.bounds import drill_params
-from twin import models as m
-from twin.config.conf import app_setting
+from twin import app_setting
 from twin.live.broadcast import command_send
+from twin.live.models import Drill, DrillStatus
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def _refuse_if_mirroring(what: str) -> None:
                               "on it: run a what-if from now instead")
 
 
-def drill_request(*, user, kind: str, target="random", params: dict | None = None) -> m.Drill:
+def drill_request(*, user, kind: str, target="random", params: dict | None = None) -> Drill:
     """Record a drill (pending) and send it to the live engine, which applies or refuses it.
 
     Raises ``PermissionDenied`` without ``twin.run_drill`` and ``ValidationError`` for a bad
@@ -109,13 +110,13 @@ def drill_request(*, user, kind: str, target="random", params: dict | None = Non
     _require_drill_permission(user, staff=True)  # the page's rule, for every way in
     _refuse_if_mirroring("drills")
     target, params = drill_validate(kind=kind, target=target, params=params)
-    drill = m.Drill.objects.create(kind=kind, target=str(target), params=params,
-                                   requested_by=user, status=m.DrillStatus.PENDING)
+    drill = Drill.objects.create(kind=kind, target=str(target), params=params,
+                                   requested_by=user, status=DrillStatus.PENDING)
     transaction.on_commit(lambda: _drill_dispatch(drill, target))
     return drill
 
 
-def _drill_dispatch(drill: m.Drill, target) -> None:
+def _drill_dispatch(drill: Drill, target) -> None:
     try:
         command_send("drill", drill_id=drill.pk, kind=drill.kind, target=target,
                      params=drill.params)
@@ -124,17 +125,8 @@ def _drill_dispatch(drill: m.Drill, target) -> None:
                        "engine picks it up from the database", drill.pk, exc_info=True)
 
 
-def drill_claim(*, drill_id: int) -> bool:
-    """True if the drill exists and is still pending (the engine applies each drill once)."""
-    return m.Drill.objects.filter(pk=drill_id, status=m.DrillStatus.PENDING).exists()
 
 
-def drill_outcome_record(*, drill_id: int, applied: bool, outcome: dict,
-                         t_sim: float | None) -> int:
-    """The engine's verdict on a pending drill: applied (with its effect) or refused."""
-    return m.Drill.objects.filter(pk=drill_id, status=m.DrillStatus.PENDING).update(
-        status=m.DrillStatus.APPLIED if applied else m.DrillStatus.REFUSED,
-        outcome=outcome, applied_at_sim=t_sim if applied else None)
 
 
 def engine_speed_set(*, user, factor) -> float:

@@ -15,11 +15,11 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from twin import models as m
 from twin.api.bodies import json_object
 from twin.control import actions
-from twin.inventory import selectors
 from twin.inventory.adapter import EngineIds
+from twin.inventory.models import Node
+from twin.live import selectors as live_selectors
 
 
 def _error(message: str, status: int) -> JsonResponse:
@@ -94,13 +94,13 @@ def api_job_action(request, name: str):
 
 # ----------------------------------------------------------------- a node
 def _node_rows(index: int):
-    cluster = selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     if cluster is None:
         raise Http404("no cluster built yet; run build_cluster")
     keys = EngineIds(cluster).node_keys()
     if not 0 <= index < keys.size:
         raise Http404(f"node {index} does not exist in cluster {cluster.name}")
-    return m.Node.objects.filter(pk=int(keys[index]))
+    return Node.objects.filter(pk=int(keys[index]))
 
 
 @require_POST

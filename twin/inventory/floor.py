@@ -11,24 +11,25 @@ heatmaps describe this floor.
 
 from __future__ import annotations
 
-from twin import models as m
+from scheduler.frame_schema import StoredFrame
+from twin.inventory.models import Cluster, DataHall, Rack
 
 RACK_HEATMAPS = ("status", "power_kw", "outlet_c")
 
 
-def _racks(cluster: m.Cluster):
-    return m.Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
+def _racks(cluster: Cluster):
+    return Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
 
 
-def _floor_geometry(cluster: m.Cluster) -> tuple[dict[int, int], int]:
+def _floor_geometry(cluster: Cluster) -> tuple[dict[int, int], int]:
     """Hall index by hall pk, and rows per hall (the deepest row in the cluster, plus one)."""
-    halls = m.DataHall.objects.filter(site__cluster=cluster).order_by("pk")
+    halls = DataHall.objects.filter(site__cluster=cluster).order_by("pk")
     hall_index = {pk: i for i, pk in enumerate(halls.values_list("pk", flat=True))}
     deepest = _racks(cluster).order_by("-row").values_list("row", flat=True).first()
     return hall_index, 0 if deepest is None else deepest + 1
 
 
-def rack_floor_map(*, cluster: m.Cluster) -> dict:
+def rack_floor_map(*, cluster: Cluster) -> dict:
     """``{"racks": [[y, x], ...]}``: each rack's heatmap cell, listed by rack id."""
     hall_index, rows_per_hall = _floor_geometry(cluster)
     cells = [[hall_index[hall] * rows_per_hall + row, column]
@@ -36,7 +37,7 @@ def rack_floor_map(*, cluster: m.Cluster) -> dict:
     return {"rows_per_hall": rows_per_hall, "racks": cells}
 
 
-def rack_detail(*, cluster: m.Cluster, index: int) -> dict | None:
+def rack_detail(*, cluster: Cluster, index: int) -> dict | None:
     """Rack ``index`` (the core's id) and its nodes, or None if there is no such rack."""
     rack = next(iter(_racks(cluster).select_related("hall")[index:index + 1]), None)
     if rack is None:
@@ -56,23 +57,24 @@ def rack_detail(*, cluster: m.Cluster, index: int) -> dict | None:
     }
 
 
-def rack_live_values(frame: dict, cell: list[int]) -> dict:
-    """The live frame's value at a rack's cell in each rack heatmap (None where absent).
+def rack_live_values(frame: StoredFrame | None, cell: list[int]) -> dict:
+    """The live frame's value at a rack's cell in each rack heatmap (None where absent: no
+    frame, or no power model for the power and outlet maps).
 
-    Heatmaps of large floors are block-averaged (``rows_per_cell`` by ``cols_per_cell``);
-    the value is then the block's mean, not the rack's own.
+    Heatmaps of large floors are block-merged (``rows_per_cell`` by ``cols_per_cell``);
+    the value is then the block's, not the rack's own.
     """
-    racks = (frame.get("heatmaps") or {}).get("racks") or {}
+    racks: dict = frame["heatmaps"]["racks"] if frame is not None else {}
     y, x = cell
     out = {}
     for key in RACK_HEATMAPS:
-        heatmap = racks.get(key)
+        heatmap = racks.get(key)  # power_kw, power_share, outlet_c: NotRequired
         value = None
-        if heatmap:
-            row = y // heatmap.get("rows_per_cell", 1)
-            col = x // heatmap.get("cols_per_cell", 1)
-            z = heatmap.get("z") or []
-            if row < len(z) and col < len(z[row]) and z[row][col] != heatmap.get("empty"):
+        if heatmap is not None:
+            row = y // heatmap["rows_per_cell"]
+            col = x // heatmap["cols_per_cell"]
+            z = heatmap["z"]
+            if row < len(z) and col < len(z[row]) and z[row][col] != heatmap["empty"]:
                 value = z[row][col]
         out[key] = value
     return out

@@ -32,11 +32,11 @@ import json
 import re
 from pathlib import Path
 
-from scheduler.hardware.catalog import CATALOG
 from scheduler.hardware import power
-from twin import models as m
+from scheduler.hardware.catalog import CATALOG
 from twin.inventory.adapter import FREE_PORTS
 from twin.inventory.importer import NODE_DEFAULTS, Inventory, Row, model_name
+from twin.inventory.models import Cluster, Link, Node, Site, Switch
 
 CSV_TABLES = {
     "cluster": ("name", "fabric_kind", "radix", "port_gbps", "preset", "fabric_params"),
@@ -86,18 +86,18 @@ def inventory_from_json(doc, *, source: str = "", name: str | None = None) -> In
     return inv
 
 
-def inventory_export_json(*, cluster: m.Cluster) -> dict:
+def inventory_export_json(*, cluster: Cluster) -> dict:
     """A cluster's rows in the JSON import layout (importing it gives the same plan)."""
     params = dict(cluster.fabric_params)
     free = dict(params.pop(FREE_PORTS, []))
-    switches = list(m.Switch.objects.filter(cluster=cluster).order_by("index")
+    switches = list(Switch.objects.filter(cluster=cluster).order_by("index")
                     .values_list("index", "name", "tier", "pod", "rail", "radix", "port_gbps"))
     doc = {"cluster": {"name": cluster.name, "fabric_kind": cluster.fabric_kind,
                        "radix": switches[0][5] if switches else None,
                        "port_gbps": switches[0][6] if switches else None,
                        "preset": cluster.preset, "fabric_params": params},
            "sites": [], "nodes": [], "switches": [], "cables": []}
-    for site in m.Site.objects.filter(cluster=cluster).order_by("id"):
+    for site in Site.objects.filter(cluster=cluster).order_by("id"):
         halls = []
         for hall in site.halls.order_by("id"):
             halls.append({"name": hall.name, "racks": [
@@ -105,7 +105,7 @@ def inventory_export_json(*, cluster: m.Cluster) -> dict:
                  "power_kw": r.power_capacity_kw} for r in hall.racks.order_by("id")]})
         doc["sites"].append({"name": site.name, "region": site.region, "pue": site.pue,
                              "halls": halls})
-    for n in (m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+    for n in (Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
               .select_related("rack", "accelerator_model")):
         doc["nodes"].append({
             "hostname": n.hostname, "rack": n.rack.name, "slot": n.slot,
@@ -115,7 +115,7 @@ def inventory_export_json(*, cluster: m.Cluster) -> dict:
     for index, name, tier, pod, rail, _, _ in switches:
         doc["switches"].append({"name": name, "tier": tier, "pod": pod, "rail": rail,
                                 "free_ports": free.get(index, 0)})
-    links = m.Link.objects.filter(cluster=cluster)
+    links = Link.objects.filter(cluster=cluster)
     doc["cables"] = [{"upper": u, "lower": lo} for u, lo in
                      links.filter(peer_switch__isnull=False).order_by("id")
                      .values_list("switch__name", "peer_switch__name")]
@@ -207,7 +207,7 @@ def csv_tables(doc: dict) -> dict[str, list[dict]]:
     return out
 
 
-def inventory_export_csv(*, cluster: m.Cluster, directory: Path) -> list[Path]:
+def inventory_export_csv(*, cluster: Cluster, directory: Path) -> list[Path]:
     """Write a cluster as the CSV layout into ``directory``; returns the files written."""
     written = []
     for table, rows in csv_tables(inventory_export_json(cluster=cluster)).items():

@@ -49,7 +49,7 @@ fills upper and lower, or switch, hostname and port).  An empty cell is a missin
 Without ``cluster.csv``, ``--name`` names the cluster and the fabric is inferred as for
 NetBox (:func:`fabric_infer`).  Errors name the file and the data row (1 = first after the
 header).  The NetBox layout is described in :mod:`twin.inventory.formats`, the Slurm one in
-:mod:`twin.inventory.slurm_import`.
+:mod:`twin.mirror.slurm_import`.
 """
 
 from __future__ import annotations
@@ -59,26 +59,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
-from django.db import transaction
 from scheduler.fabric.topology import KINDS, TIERS
-
 from scheduler.hardware.catalog import CATALOG
 from scheduler.hardware.cluster import NodeShape
-from twin import models as m
-from twin.inventory.adapter import (
-    FREE_PORTS,
-    accelerator_models_sync,
-    cluster_delete,
-    cluster_plan_read,
-)
+from twin.inventory.models import Cluster, Node
 
 MAX_ERRORS = 50
-BATCH = 5000
+
+
+
+
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
+
+
 _SHAPE = NodeShape()
+
+
 NODE_DEFAULTS = {"cpu_cores": _SHAPE.cpu_cores, "ram_gb": _SHAPE.ram_gb,
                  "nic_gbps": _SHAPE.nic_gbps, "nvme_tb": _SHAPE.nvme_tb,
                  "nvlink_domain": 0, "is_spare": False}
+
+
 _MODELS = {name.lower(): name for name in CATALOG}
 
 
@@ -205,7 +206,7 @@ class Checked:
     switches: list[dict]
     switch_cables: list[tuple[str, str]]
     node_cables: list[tuple[str, str, int]]
-    replaces: m.Cluster | None
+    replaces: Cluster | None
 
 
 def _check_cluster(c: _Checker, inv: Inventory, replace: bool):
@@ -223,7 +224,7 @@ def _check_cluster(c: _Checker, inv: Inventory, replace: bool):
         c.error(row, "fabric_params must be an object")
     replaces = None
     if out["name"]:
-        replaces = m.Cluster.objects.filter(name=out["name"]).first()
+        replaces = Cluster.objects.filter(name=out["name"]).first()
         if replaces is not None and not replace:
             c.error(row, f"cluster {out['name']!r} already exists; pass --replace to "
                          "replace it")
@@ -311,7 +312,7 @@ def _check_nodes(c: _Checker, inv: Inventory, racks: dict, replaces):
                 slots[rack, slot] = host
         if host is not None:
             nodes[host] = node
-    taken = m.Node.objects.all()
+    taken = Node.objects.all()
     if replaces is not None:
         taken = taken.exclude(rack__hall__site__cluster=replaces)
     names = sorted(nodes)
@@ -430,72 +431,3 @@ def inventory_check(inv: Inventory, *, replace: bool = False) -> Checked:
         raise InventoryError(c.errors)
     return Checked(cluster, list(sites.values()), list(halls.values()), list(racks.values()),
                    list(nodes.values()), list(switches.values()), up, nic, replaces)
-
-
-def _write(ok: Checked) -> m.Cluster:
-    if ok.replaces is not None:
-        cluster_delete(cluster=ok.replaces)
-    models = accelerator_models_sync()
-    free = [[i, sw["free_ports"]] for i, sw in enumerate(ok.switches) if sw["free_ports"]]
-    c = ok.cluster
-    cluster = m.Cluster.objects.create(
-        name=c["name"], preset=c["preset"], fabric_kind=c["fabric_kind"],
-        fabric_params={**c["fabric_params"], FREE_PORTS: free})
-    sites = m.Site.objects.bulk_create(
-        m.Site(cluster=cluster, name=s["name"], region=s["region"], pue=s["pue"])
-        for s in ok.sites)
-    site_id = {s.name: s.pk for s in sites}
-    halls = m.DataHall.objects.bulk_create(
-        m.DataHall(site_id=site_id[h["site"]], name=h["name"]) for h in ok.halls)
-    hall_id = {(h["site"], h["name"]): row.pk for h, row in zip(ok.halls, halls, strict=True)}
-    racks = m.Rack.objects.bulk_create(
-        (m.Rack(hall_id=hall_id[r["hall"]], name=r["name"], row=r["row"], column=r["column"],
-                power_capacity_kw=r["power_kw"], cooling_capacity_kw=r["power_kw"])
-         for r in ok.racks), batch_size=BATCH)
-    rack_id = {r.name: r.pk for r in racks}
-    nodes = m.Node.objects.bulk_create(
-        (m.Node(rack_id=rack_id[n["rack"]], slot=n["slot"], hostname=n["hostname"],
-                accelerator_model_id=models[n["model"]].pk,
-                accelerator_count=n["accelerators"], cpu_cores=n["cpu_cores"],
-                ram_gb=n["ram_gb"], nic_count=n["accelerators"], nic_gbps=n["nic_gbps"],
-                nvme_tb=n["nvme_tb"], nvlink_domain=n["nvlink_domain"],
-                is_spare=n["is_spare"]) for n in ok.nodes), batch_size=BATCH)
-    node_id = {n.hostname: n.pk for n in nodes}
-    accelerators, g = [], 0
-    for n in ok.nodes:
-        for i in range(n["accelerators"]):
-            accelerators.append(m.Accelerator(node_id=node_id[n["hostname"]], index=i,
-                                              serial=f"{n['model']}-{c['name']}-{g:06d}"))
-            g += 1
-    m.Accelerator.objects.bulk_create(accelerators, batch_size=BATCH)
-    switches = m.Switch.objects.bulk_create(
-        (m.Switch(cluster=cluster, name=s["name"], index=i, tier=s["tier"], radix=c["radix"],
-                  port_gbps=c["port_gbps"], pod=s["pod"], rail=s["rail"])
-         for i, s in enumerate(ok.switches)), batch_size=BATCH)
-    switch_id = {s.name: s.pk for s in switches}
-    xcvr = f"{int(c['port_gbps'])}G optical"
-    gbps = {n["hostname"]: n["nic_gbps"] for n in ok.nodes}
-    m.Link.objects.bulk_create(
-        [m.Link(cluster=cluster, switch_id=switch_id[u], peer_switch_id=switch_id[lo],
-                speed_gbps=c["port_gbps"], transceiver_model=xcvr)
-         for u, lo in ok.switch_cables]
-        + [m.Link(cluster=cluster, switch_id=switch_id[sw], node_id=node_id[host],
-                  node_port=port, speed_gbps=gbps[host],
-                  transceiver_model=f"{int(gbps[host])}G optical")
-           for sw, host, port in ok.node_cables], batch_size=BATCH)
-    try:
-        plan = cluster_plan_read(cluster=cluster)
-    except ValueError as exc:
-        raise InventoryError([f"the imported cluster cannot run: {exc}"]) from None
-    cluster.summary = plan.summary()
-    cluster.save(update_fields=["summary"])
-    return cluster
-
-
-@transaction.atomic
-def inventory_import(inv: Inventory, *, replace: bool = False) -> m.Cluster:
-    """Check ``inv`` and write it as a cluster, all or nothing.
-
-    Raises :class:`InventoryError` (nothing written) listing every row that is wrong.
-    """
-    return _write(inventory_check(inv, replace=replace))

@@ -1,4 +1,5 @@
-"""The inventory: clusters, sites, halls, feeds, cooling, racks, nodes, accelerators, switches, links, storage, cloud pools."""
+"""The inventory: clusters, sites, halls, feeds, cooling, racks, nodes, accelerators, switches,
+links, storage, cloud pools."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from scheduler.control.params import fraction
+from scheduler.limits.checks import fraction
 from scheduler.reliability.profiles import DEFAULT as DEFAULT_PROFILE
 from scheduler.reliability.profiles import PROFILES
 

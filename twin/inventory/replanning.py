@@ -19,12 +19,25 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import F
 from django.db.models.signals import post_delete, post_save
 
-from twin import models as m
 from twin.inventory.adapter import (
     EngineIds,
     cluster_plan_read,
     inventory_status_commands,
     plan_fingerprint,
+)
+from twin.inventory.models import (
+    Accelerator,
+    CloudPool,
+    Cluster,
+    CoolingLoop,
+    DataHall,
+    Link,
+    Node,
+    PowerFeed,
+    Rack,
+    Site,
+    StorageSystem,
+    Switch,
 )
 
 logger = logging.getLogger(__name__)
@@ -32,24 +45,24 @@ logger = logging.getLogger(__name__)
 STATUS_FIELDS = frozenset({"status", "status_reason", "degraded_factor"})
 
 _CLUSTER_OF = {
-    m.Site: lambda o: o.cluster_id,
-    m.DataHall: lambda o: o.site.cluster_id,
-    m.PowerFeed: lambda o: o.hall.site.cluster_id,
-    m.CoolingLoop: lambda o: o.hall.site.cluster_id,
-    m.Rack: lambda o: o.hall.site.cluster_id,
-    m.Node: lambda o: o.rack.hall.site.cluster_id,
-    m.Accelerator: lambda o: o.node.rack.hall.site.cluster_id,
-    m.Switch: lambda o: o.cluster_id,
-    m.Link: lambda o: o.cluster_id,
-    m.StorageSystem: lambda o: o.cluster_id,
-    m.CloudPool: lambda o: o.cluster_id,
+    Site: lambda o: o.cluster_id,
+    DataHall: lambda o: o.site.cluster_id,
+    PowerFeed: lambda o: o.hall.site.cluster_id,
+    CoolingLoop: lambda o: o.hall.site.cluster_id,
+    Rack: lambda o: o.hall.site.cluster_id,
+    Node: lambda o: o.rack.hall.site.cluster_id,
+    Accelerator: lambda o: o.node.rack.hall.site.cluster_id,
+    Switch: lambda o: o.cluster_id,
+    Link: lambda o: o.cluster_id,
+    StorageSystem: lambda o: o.cluster_id,
+    CloudPool: lambda o: o.cluster_id,
 }
 """The models whose rows shape the plan, and how a row finds its cluster."""
 
 
 def inventory_touched(*, cluster_id: int) -> None:
     """A structural edit of ``cluster_id``'s inventory: the live engine re-plans."""
-    m.Cluster.objects.filter(pk=cluster_id).update(revision=F("revision") + 1)
+    Cluster.objects.filter(pk=cluster_id).update(revision=F("revision") + 1)
 
 
 def _on_change(sender, instance, **kwargs) -> None:
@@ -75,13 +88,13 @@ def receivers_connect() -> None:
 
 def inventory_revision(*, cluster_id: int) -> int | None:
     """The cluster's revision (``None``: the cluster is gone)."""
-    return m.Cluster.objects.filter(pk=cluster_id).values_list("revision", flat=True).first()
+    return Cluster.objects.filter(pk=cluster_id).values_list("revision", flat=True).first()
 
 
 class Inventory:
     """What the live engine runs, read from the database through the one adapter."""
 
-    def __init__(self, cluster: m.Cluster):
+    def __init__(self, cluster: Cluster):
         self.cluster_id = cluster.pk
         self.revision = cluster.revision
         self.plan = cluster_plan_read(cluster=cluster)

@@ -73,8 +73,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from twin import models as m
 from twin.inventory.hostlist import hostlist
+from twin.inventory.models import Cluster, Link, Node, Switch
 
 FORMATS = ("slurm-tree", "slurm-block", "k8s")
 SLURM_NODES = "slurm-nodes.conf"
@@ -127,21 +127,21 @@ class Group:
     leaves: list[int]
 
 
-def cluster_topology_get(*, cluster: m.Cluster) -> TopologyInventory:
+def cluster_topology_get(*, cluster: Cluster) -> TopologyInventory:
     """Read what the exports need from the rows of ``cluster`` (a handful of queries)."""
-    nodes = list(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+    nodes = list(Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
                  .values_list("id", "hostname", "accelerator_count", "cpu_cores", "ram_gb",
                               "accelerator_model__name", "accelerator_model__vendor",
                               "accelerator_model__scaleup_domain", "nvlink_domain",
                               "rack__hall__site__region", "rack__hall__site__name",
                               "rack__hall__name"))
-    switches = list(m.Switch.objects.filter(cluster=cluster).order_by("index")
+    switches = list(Switch.objects.filter(cluster=cluster).order_by("index")
                     .values_list("id", "name", "tier"))
     node_pos = {row[0]: i for i, row in enumerate(nodes)}
     switch_pos = {row[0]: i for i, row in enumerate(switches)}
     node_leaves: list[set[int]] = [set() for _ in nodes]
     switch_links = []
-    for switch, peer, node in m.Link.objects.filter(cluster=cluster).values_list(
+    for switch, peer, node in Link.objects.filter(cluster=cluster).values_list(
             "switch_id", "peer_switch_id", "node_id").iterator(chunk_size=20_000):
         if node is not None:
             node_leaves[node_pos[node]].add(switch_pos[switch])

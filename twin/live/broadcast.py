@@ -41,7 +41,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from twin.config.conf import app_setting
+from twin import app_setting
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from twin import models as m
+from twin.live.models import Drill, DrillStatus, EngineCommand
 
 Row = tuple[int, str, dict, float, int | None]  # id, name, params, t_sim, drill id
 
@@ -21,27 +21,27 @@ Row = tuple[int, str, dict, float, int | None]  # id, name, params, t_sim, drill
 def command_open(*, run: str, name: str, params: dict, t_sim: float,
                  drill_id: int | None = None) -> int:
     """Log a command about to be applied; returns its id."""
-    return m.EngineCommand.objects.create(run=run, name=name, params=params, t_sim=t_sim,
+    return EngineCommand.objects.create(run=run, name=name, params=params, t_sim=t_sim,
                                           drill_id=drill_id).pk
 
 
 def command_close(*, row_id: int, applied: bool, error: str = "") -> None:
-    m.EngineCommand.objects.filter(pk=row_id).update(
-        status=m.EngineCommand.Status.APPLIED if applied else m.EngineCommand.Status.REFUSED,
+    EngineCommand.objects.filter(pk=row_id).update(
+        status=EngineCommand.Status.APPLIED if applied else EngineCommand.Status.REFUSED,
         error=error[:2000])
 
 
 def commands_to_replay(*, run: str, after: int) -> list[Row]:
     """The applied rows of ``run`` after row ``after``, in order."""
-    rows = m.EngineCommand.objects.filter(run=run, pk__gt=after,
-                                          status=m.EngineCommand.Status.APPLIED).order_by("pk")
+    rows = EngineCommand.objects.filter(run=run, pk__gt=after,
+                                          status=EngineCommand.Status.APPLIED).order_by("pk")
     return list(rows.values_list("pk", "name", "params", "t_sim", "drill_id"))
 
 
 def commands_abandoned_refuse(*, run: str) -> int:
     """Rows left ``applying`` by a crash: refused (the engine stopped while applying them),
     with their drills."""
-    rows = m.EngineCommand.objects.filter(run=run, status=m.EngineCommand.Status.APPLYING)
+    rows = EngineCommand.objects.filter(run=run, status=EngineCommand.Status.APPLYING)
     return commands_refuse(ids=list(rows.values_list("pk", flat=True)),
                            reason="the engine stopped while applying it")
 
@@ -52,16 +52,16 @@ def commands_refuse(*, ids: list[int], reason: str) -> int:
     if not ids:
         return 0
     with transaction.atomic():
-        rows = m.EngineCommand.objects.filter(pk__in=ids)
+        rows = EngineCommand.objects.filter(pk__in=ids)
         drills = [d for d in rows.values_list("drill_id", flat=True) if d is not None]
-        n = rows.update(status=m.EngineCommand.Status.REFUSED, error=reason[:2000])
-        m.Drill.objects.filter(pk__in=drills).update(
-            status=m.DrillStatus.REFUSED, outcome={"error": reason}, applied_at_sim=None)
+        n = rows.update(status=EngineCommand.Status.REFUSED, error=reason[:2000])
+        Drill.objects.filter(pk__in=drills).update(
+            status=DrillStatus.REFUSED, outcome={"error": reason}, applied_at_sim=None)
     return n
 
 
 def last_command_id() -> int:
-    return m.EngineCommand.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    return EngineCommand.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
 
 def drills_pending() -> list[dict]:
@@ -69,13 +69,13 @@ def drills_pending() -> list[dict]:
 
     A drill whose command row says applied (the process died before the drill's own row was
     updated) is marked applied here, not applied twice: the log replays it."""
-    done = m.EngineCommand.objects.filter(drill__status=m.DrillStatus.PENDING,
-                                          status=m.EngineCommand.Status.APPLIED)
+    done = EngineCommand.objects.filter(drill__status=DrillStatus.PENDING,
+                                          status=EngineCommand.Status.APPLIED)
     for drill_id, t_sim in done.values_list("drill_id", "t_sim"):
-        m.Drill.objects.filter(pk=drill_id, status=m.DrillStatus.PENDING).update(
-            status=m.DrillStatus.APPLIED, applied_at_sim=t_sim,
+        Drill.objects.filter(pk=drill_id, status=DrillStatus.PENDING).update(
+            status=DrillStatus.APPLIED, applied_at_sim=t_sim,
             outcome={"note": "applied before the engine restarted; its outcome was not kept"})
-    rows = m.Drill.objects.filter(status=m.DrillStatus.PENDING).order_by("pk")
+    rows = Drill.objects.filter(status=DrillStatus.PENDING).order_by("pk")
     return [{"command": "drill", "params": {"drill_id": pk, "kind": kind, "target": target,
                                             "params": params}}
             for pk, kind, target, params in rows.values_list("pk", "kind", "target", "params")]

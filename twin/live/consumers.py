@@ -19,8 +19,9 @@ still logged in with this password, staff with ``twin.run_drill`` to steer), and
 * 4429: more than ``WS_MESSAGE_BURST`` messages at once, or ``WS_MESSAGES_PER_S`` sustained.
 
 Frames are never queued per client: each consumer holds at most one pending frame and sends it
-when the socket can take it (under daphne the consumer is a Twisted push producer of its socket,
-paused while the socket's send buffer is over its high-water mark), so a slow client skips frames
+when the socket can take it (served by ``manage.py serve`` the consumer is a Twisted push
+producer of its socket, paused while the socket's send buffer is over its high-water mark; see
+:mod:`twin.live.flow`), so a slow client skips frames
 (and is told how many, in a ``dropped`` field) instead of growing the server. From the channel
 layer only signed frames are taken (:func:`twin.live.broadcast.frame_verify`), and a frame whose
 ``seq`` jumps more than ``WS_MAX_SEQ_JUMP`` ahead is not trusted: the next re-check sends the
@@ -31,7 +32,6 @@ services, never back out to other clients.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
@@ -42,13 +42,13 @@ from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
-from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from twin.config.conf import app_setting
+from twin import app_setting
 from twin.live import broadcast, selectors
-from twin.live.driver import driver_ensure_started
+from twin.live.embedded import driver_ensure_started
+from twin.live.flow import INBOX_SCOPE_KEY, OutboundFlow, scope_transport
 from twin.live.socket_sessions import (
     RightLost,
     Rights,
@@ -67,10 +67,6 @@ CLOSE_TOO_MANY_MESSAGES = 4429
 MAX_CLIENT_MESSAGE = 1024
 """Largest client message accepted, characters."""
 
-TRANSPORT_SCOPE_KEY = "twin.transport"
-"""Scope key of the socket's Twisted transport, which takes a push producer for its send buffer
-(under daphne; see :mod:`twin.live.routing`). ``None`` under other servers and in most tests."""
-
 _CLOSED = {CLOSE_UNAUTHENTICATED: "closed_unauthenticated", CLOSE_FORBIDDEN: "closed_forbidden",
            CLOSE_SLOW_READER: "closed_slow_reader",
            CLOSE_TOO_MANY_MESSAGES: "closed_too_many_messages"}
@@ -88,88 +84,7 @@ def stream_metrics() -> dict[str, int]:
     return {**_counters, **refused}
 
 
-# ----------------------------------------------------------------- flow control
-class OutboundFlow:
-    """How far a socket's client is behind, as a Twisted push producer of its transport.
-
-    Twisted pauses it when the socket's send buffer passes its high-water mark (64 kB) and
-    resumes it once the buffer drained. daphne's ``send`` never waits, so the bytes written
-    while paused (``queued``) are the only measure of what the client has not taken. Nothing
-    pauses it without a transport (other servers, the tests' communicator).
-
-    A transport has one producer: after daphne's upgrade to WebSocket it is still the HTTP
-    channel (which stops reading a client whose send buffer is full). The flow takes its place
-    and passes every call on to it, and gives it back on :meth:`detach`.
-    """
-
-    def __init__(self):
-        self.paused = False
-        self.queued = 0
-        self.writable = asyncio.Event()
-        self.writable.set()
-        self._transport = None
-        self._previous = None
-
-    def attach(self, transport) -> None:
-        previous = getattr(transport, "producer", None)
-        try:
-            if previous is not None:
-                transport.unregisterProducer()
-            transport.registerProducer(self, True)
-        except RuntimeError:  # a transport that keeps its producer private (daphne's own TLS)
-            _log_once("socket transports of %s take no second producer: the output queued "
-                      "for slow clients is not measured", type(transport).__name__)
-            if previous is not None and getattr(transport, "producer", None) is None:
-                transport.registerProducer(previous, True)
-            return
-        self._transport, self._previous = transport, previous
-
-    def detach(self, *, deaf: bool = False) -> None:
-        """Give the transport its producer back (one with a producer waits for it to close);
-        ``deaf``: stop reading the client instead (nothing it sends matters any more)."""
-        transport, self._transport = self._transport, None
-        if transport is not None and getattr(transport, "producer", self) is self:
-            transport.unregisterProducer()
-            if deaf:
-                transport.pauseProducing()
-            elif self._previous is not None:
-                transport.registerProducer(self._previous, True)
-
-    def wrote(self, size: int) -> None:
-        if self.paused:
-            self.queued += size
-
-    # IPushProducer, passed on to the producer it replaced
-    def pauseProducing(self) -> None:
-        self.paused = True
-        self.writable.clear()
-        if self._previous is not None:
-            self._previous.pauseProducing()
-
-    def resumeProducing(self) -> None:
-        self.paused = False
-        self.queued = 0
-        self.writable.set()
-        if self._previous is not None:
-            self._previous.resumeProducing()
-
-    def stopProducing(self) -> None:  # the connection is gone: wake the sender, then it ends
-        self._transport = None
-        self.paused = False
-        self.writable.set()
-        if self._previous is not None:
-            self._previous.stopProducing()
-
-
-_logged: set[str] = set()
-
-
-def _log_once(message: str, *args) -> None:
-    if message not in _logged:
-        _logged.add(message)
-        logger.warning(message, *args)
-
-
+# ----------------------------------------------------------------- rate limits
 class _Bucket:
     """At most ``burst`` messages at once and ``rate`` per second sustained."""
 
@@ -213,25 +128,19 @@ class TwinConsumer(AsyncWebsocketConsumer):
     flow: OutboundFlow | None = None
     registry: SocketSessions | None = None
 
+    channel_layer_alias = None
+    """No layer channel of channels' making: its messages would reach the handlers whatever
+    their type (a forged "websocket.receive" with a command, say, from anyone who reaches
+    Redis). The consumer reads its own channel, and takes only signed frames from it
+    (:meth:`_frames_in`)."""
+    layer = None
+    channel: str | None = None
+    frames: asyncio.Task | None = None
+    inbox = None
+
     async def __call__(self, scope, receive, send):
-        # channels' AsyncConsumer.__call__, but from the layer only signed frames are taken: a
-        # message that anyone reaching Redis could publish to this channel (a forged
-        # "websocket.receive" with a command, say) never reaches the handlers
-        self.scope = scope
-        self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        self.channel_name = await self.channel_layer.new_channel()
-        self.base_send = send
-        # the queue the server puts the client's messages in (daphne's and the tests'
-        # communicator's ``receive`` is its ``get``): a backlog is a client sending faster
-        # than it is answered
-        inbox = getattr(receive, "__self__", None)
-        self.inbox = inbox if isinstance(inbox, asyncio.Queue) else None
-        layer_receive = functools.partial(broadcast.frame_receive, self.channel_layer,
-                                          self.channel_name)
         try:
-            await await_many_dispatch([receive, layer_receive], self.dispatch)
-        except StopConsumer:
-            pass
+            await super().__call__(scope, receive, send)
         finally:  # also when the server cancels the consumer (shutdown) without a disconnect
             self._release()
 
@@ -240,9 +149,7 @@ class TwinConsumer(AsyncWebsocketConsumer):
         # with hundreds of sockets that hop per frame per client serialises the fan-out, per
         # connect it delays the handshake; what reads the database here closes them itself.
         kind = message["type"]
-        if kind == broadcast.FRAME_EVENT:
-            self.frame_offer(message)
-        elif kind == "websocket.connect":
+        if kind == "websocket.connect":
             await self.websocket_connect(message)
         elif kind == "websocket.receive":
             await self.websocket_receive(message)
@@ -271,10 +178,15 @@ class TwinConsumer(AsyncWebsocketConsumer):
         self.wake = asyncio.Event()
         self.bucket = _Bucket(self.limits.messages_per_s, self.limits.message_burst)
         self.flow = OutboundFlow()
-        transport = self.scope.get(TRANSPORT_SCOPE_KEY)
+        transport = scope_transport(self.scope)
         if transport is not None:
             self.flow.attach(transport)
-        await broadcast.frames_join(self.channel_layer, self.channel_name, self.frame_offer)
+        # a backlog of the client's messages is a client sending faster than it is answered
+        self.inbox = self.scope.get(INBOX_SCOPE_KEY)
+        self.layer = get_channel_layer()
+        self.channel = await self.layer.new_channel()
+        self.frames = asyncio.create_task(self._frames_in())
+        await broadcast.frames_join(self.layer, self.channel, self.frame_offer)
         self.joined = True
         _counters["connections"] += 1
         self.registry.add(self)
@@ -285,12 +197,13 @@ class TwinConsumer(AsyncWebsocketConsumer):
         was_joined = self.joined
         self._release()
         if was_joined:
-            await broadcast.frames_leave(self.channel_layer, self.channel_name)
+            await broadcast.frames_leave(self.layer, self.channel)
 
     def _release(self) -> None:
         """Stop sending and leave the registry (idempotent; no await: also runs on cancel)."""
-        if self.sender is not None and self.sender is not asyncio.current_task():
-            self.sender.cancel()
+        for task in (self.sender, self.frames):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         if self.flow is not None:
             self.flow.detach()
         if self.joined:
@@ -311,7 +224,7 @@ class TwinConsumer(AsyncWebsocketConsumer):
         was_joined = self.joined
         self._release()
         if was_joined:
-            await broadcast.frames_leave(self.channel_layer, self.channel_name)
+            await broadcast.frames_leave(self.layer, self.channel)
         await self.close(code=code)
 
     def _shut_soon(self, code: int) -> None:
@@ -332,6 +245,18 @@ class TwinConsumer(AsyncWebsocketConsumer):
                 self._send_snapshot(newer_only=True))
 
     # ----------------------------------------------------------------- frames out
+    async def _frames_in(self) -> None:
+        """Frames from the layer (another process's engine): only those this instance signed
+        (:func:`twin.live.broadcast.frame_receive` drops the rest). In-process frames come
+        straight to :meth:`frame_offer`."""
+        try:
+            while True:
+                self.frame_offer(await broadcast.frame_receive(self.layer, self.channel))
+        except Exception:  # the layer is gone: the client reconnects and gets a snapshot
+            logger.exception("a dashboard socket lost the channel layer; closing it")
+            self._release()
+            await self.close(code=1011)
+
     def frame_offer(self, event: dict) -> None:
         """A frame for this client: keep only the newest one not yet sent."""
         if self.closing or not self.joined or event["seq"] <= self.last_seq:
@@ -385,7 +310,7 @@ class TwinConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         if not self.joined or self.closing:
             return  # refused (anonymous) or leaving: nothing a client says is answered
-        backlog = 0 if self.inbox is None else self.inbox.qsize()
+        backlog = 0 if self.inbox is None else self.inbox.waiting()
         if not self.bucket.take() or backlog >= self.limits.message_burst:
             await self._shut(CLOSE_TOO_MANY_MESSAGES)
             return

@@ -1,10 +1,10 @@
 """The live driver follows the inventory: the cluster it runs, its statuses, and re-plans.
 
-A mixin of :class:`twin.live.driver.EngineDriver` (which owns the engine, its thread and its clock):
-what the engine runs is read from the database through the one adapter
-(:class:`twin.inventory.replanning.Inventory`); a fresh or re-planned engine is given the inventory's
-operator statuses; every ``INVENTORY_POLL_S`` the revision is read and a structural edit
-re-plans the engine between two steps; drills whose message was lost are picked up then too.
+What the engine runs is read from the database through the one adapter
+(:class:`twin.inventory.replanning.Inventory`); a fresh or re-planned engine is given the
+inventory's operator statuses (:func:`statuses_apply`); every ``INVENTORY_POLL_S``
+:class:`InventoryFollower` reads the revision, and a structural edit re-plans the engine between
+two steps.
 """
 
 from __future__ import annotations
@@ -15,111 +15,113 @@ from channels.db import database_sync_to_async
 
 from scheduler.control.replan import replan
 from scheduler.presets import PRESETS
-from twin import models as m
-from twin.config.conf import app_setting
-from twin.inventory import selectors
+from twin import app_setting
+from twin.inventory.models import Cluster
 from twin.inventory.replanning import Inventory, inventory_revision
-from twin.live import command_log, services
+from twin.live import selectors as live_selectors
 
 logger = logging.getLogger("twin.live.driver")
 
 
-class InventoryFollowing:
-    """Needs ``self.engine``, ``self.inv``, ``self.clock``, ``self._in_engine``,
-    ``self._load_or_build`` and the log fields of the driver."""
+def statuses_apply(engine, inv: Inventory | None) -> None:
+    """Give an engine new to this inventory (fresh or re-planned) its operator statuses."""
+    if inv is None:
+        return
+    engine.keys = inv.keys
+    for command, params in inv.statuses:
+        try:
+            engine.command(command, **params)
+        except ValueError as exc:
+            logger.warning("live engine: inventory status %s %s not applied: %s", command,
+                           params, exc)
 
-    def _statuses_apply(self, engine) -> None:
-        """Give an engine new to this inventory (fresh or re-planned) its operator statuses."""
-        if self.inv is None:
-            return
-        engine.keys = self.inv.keys
-        for command, params in self.inv.statuses:
-            try:
-                engine.command(command, **params)
-            except ValueError as exc:
-                logger.warning("live engine: inventory status %s %s not applied: %s", command,
-                               params, exc)
 
-    def _onto_inventory(self, engine):
+class InventoryFollower:
+    """Keeps the engine on the inventory in the database.
+
+    Parameters
+    ----------
+    host : twin.live.engine_host.EngineHost
+    clock : callable
+        Wall clock in seconds (the pacing's).
+    on_new_run : coroutine function
+        ``await on_new_run(rebuilt=...)`` after the engine was re-planned (``False``) or
+        rebuilt afresh (``True``): the last snapshot is of the old inventory.
+    """
+
+    def __init__(self, *, host, clock, on_new_run):
+        self.host, self.clock, self.on_new_run = host, clock, on_new_run
+        self.replan_summary: dict | None = None  # what the last re-plan moved
+        self._last_poll: float | None = None  # when the inventory's revision was read
+
+    def onto_inventory(self, engine):
         """``engine`` (another inventory's) re-planned onto this one when it ran this cluster,
-        else a fresh engine."""
-        node_map = None if self.inv is None else self.inv.node_map(engine.keys)
+        else a fresh engine (in the engine's thread)."""
+        host = self.host
+        node_map = None if host.inv is None else host.inv.node_map(engine.keys)
         if node_map is None:
             logger.warning("live engine: the snapshot ran another cluster (or none): "
                            "building the engine afresh")
-            return self._load_or_build(None)
+            return host.load_or_build(None)
         try:
-            new, self.replan_summary = replan(engine, self.plan, node_map)
+            new, self.replan_summary = replan(engine, host.plan, node_map)
         except ValueError as exc:
             logger.warning("live engine: the snapshot cannot be re-planned (%s): building "
                            "the engine afresh", exc)
-            return self._load_or_build(None)
-        self._statuses_apply(new)
+            return host.load_or_build(None)
+        statuses_apply(new, host.inv)
         logger.info("live engine: re-planned onto inventory %s at t=%.0f s: %s",
-                    self.inventory, new.now, self.replan_summary)
+                    host.inventory, new.now, self.replan_summary)
         return new
 
-    @property
-    def plan(self):
-        """The inventory's ClusterPlan (None: no cluster, the preset runs)."""
-        return None if self.inv is None else self.inv.plan
-
-    @property
-    def inventory(self) -> str:
-        """The inventory's fingerprint, stored with every snapshot ('' for the preset)."""
-        return "" if self.inv is None else self.inv.fingerprint
-
-    async def _inventory_follow(self) -> None:
+    async def follow(self) -> None:
         """Every ``INVENTORY_POLL_S``: if the inventory's revision moved and its plan differs
         from the one running, re-plan the engine now (between two steps: a safe point)."""
         now = self.clock()
-        if self._last_poll_wall is not None and (now - self._last_poll_wall
-                                                 < app_setting("INVENTORY_POLL_S")):
+        if self._last_poll is not None and now - self._last_poll < app_setting("INVENTORY_POLL_S"):
             return
-        self._last_poll_wall = now
-        # drills whose message was lost (no channel layer, another process) are read here
-        self._inbox.extend(await database_sync_to_async(command_log.drills_pending)())
-        if self.inv is None:
+        self._last_poll = now
+        host = self.host
+        if host.inv is None:
             return
         revision = await database_sync_to_async(inventory_revision)(
-            cluster_id=self.inv.cluster_id)
-        if revision is None or revision == self.inv.revision:
+            cluster_id=host.inv.cluster_id)
+        if revision is None or revision == host.inv.revision:
             return
-        fresh = await database_sync_to_async(_inventory_read)(self.inv.cluster_id)
+        fresh = await database_sync_to_async(inventory_read)(host.inv.cluster_id)
         if fresh is None:
             return
-        if fresh.fingerprint == self.inv.fingerprint:  # nothing the engine sees moved
-            self.inv = fresh
-            self.engine.keys = fresh.keys
+        if fresh.fingerprint == host.inv.fingerprint:  # nothing the engine sees moved
+            host.inv = fresh
+            host.engine.keys = fresh.keys
             return
-        old_keys = self.engine.keys
-        self.inv = fresh
+        old_keys = host.engine.keys
+        host.inv = fresh
         node_map = fresh.node_map(old_keys)
         try:
             if node_map is None:
                 raise ValueError("the engine's nodes are not this cluster's")
-            self.engine, self.replan_summary = await self._in_engine(
-                replan, self.engine, fresh.plan, node_map)
-            await self._in_engine(self._statuses_apply, self.engine)
+            host.engine, self.replan_summary = await host.call(
+                replan, host.engine, fresh.plan, node_map)
+            await host.call(statuses_apply, host.engine, fresh)
             logger.info("live engine: inventory revision %d, re-planned at t=%.0f s: %s",
-                        revision, self.engine.now, self.replan_summary)
+                        revision, host.engine.now, self.replan_summary)
+            rebuilt = False
         except Exception:
             logger.exception("live engine: re-plan failed; rebuilding from the inventory")
-            self.engine = await self._in_engine(self._load_or_build, None)
-            self._events_saved = await database_sync_to_async(services.engine_events_resume)(
-                inventory=self.log_key, have=self.engine.kernel.logged)
-        self._snapshot_blob = None  # the old run's snapshot is of the old inventory
-        self._last_snapshot_wall = -float("inf")  # snapshot the new one soon
+            host.engine = await host.call(host.load_or_build, None)
+            rebuilt = True
+        await self.on_new_run(rebuilt=rebuilt)
 
 
-def _inventory_read(cluster_id: int | None = None) -> Inventory | None:
+def inventory_read(cluster_id: int | None = None) -> Inventory | None:
     """The selected cluster (or ``cluster_id``) read through the one adapter; ``None`` when
     the database holds no cluster or it cannot run (logged), so the preset (or the running
     plan) stays."""
     if cluster_id is None:
-        cluster = selectors.cluster_current()
+        cluster = live_selectors.cluster_current()
     else:
-        cluster = m.Cluster.objects.filter(pk=cluster_id).first()
+        cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         logger.warning("live engine: no cluster in the inventory; running the preset %s",
                        app_setting("DEFAULT_PRESET"))
@@ -131,8 +133,9 @@ def _inventory_read(cluster_id: int | None = None) -> Inventory | None:
         return None
 
 
-def _cluster_preset() -> str:
-    cluster = selectors.cluster_current()
+def cluster_preset() -> str:
+    """The selected cluster's preset, else the default one."""
+    cluster = live_selectors.cluster_current()
     preset = cluster.preset if cluster is not None else ""
     if preset in PRESETS:
         return preset

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from scheduler.control.params import fraction
 from scheduler.control.storage_status import TIERS
 from scheduler.limits.bounds import JOB_PRIORITY
+from scheduler.limits.checks import fraction, integer
 
 SPEED_MAX = 10_000.0
 """Fastest speed-up, simulated seconds per wall second (the same bound as the services')."""
@@ -48,9 +48,10 @@ class Command:
 
 
 def _int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CommandError(f"{name} must be a non-negative integer, not {value!r}")
-    return value
+    try:
+        return integer(name, value, at_least=0, expect="a non-negative integer")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _speed(value) -> float:

@@ -20,8 +20,8 @@ from django.db.models import FloatField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from twin import models as m
-from twin.config.conf import app_setting
+from twin import app_setting
+from twin.live.models import HistorySample
 
 SERIES: dict[str, tuple[str, str]] = {
     "fleet.allocated_pct": ("GPUs allocated", "%"),
@@ -84,22 +84,22 @@ def record(*, run: str, t_sim: float, frame: dict) -> bool:
     global _recorded
     last = _last.get(run)
     if last is None:
-        last = (m.HistorySample.objects.filter(run=run).order_by("-t_sim")
+        last = (HistorySample.objects.filter(run=run).order_by("-t_sim")
                 .values_list("t_sim", flat=True).first())
         last = -math.inf if last is None else last
     if t_sim < last:  # resumed from an older snapshot: what came after did not happen
-        m.HistorySample.objects.filter(run=run, t_sim__gt=t_sim).delete()
-        last = (m.HistorySample.objects.filter(run=run).order_by("-t_sim")
+        HistorySample.objects.filter(run=run, t_sim__gt=t_sim).delete()
+        last = (HistorySample.objects.filter(run=run).order_by("-t_sim")
                 .values_list("t_sim", flat=True).first())
         last = -math.inf if last is None else last
     if t_sim - last < app_setting("HISTORY_STEP_S"):
         _last[run] = last
         return False
-    m.HistorySample.objects.create(run=run, t_sim=t_sim, values=sample(frame))
+    HistorySample.objects.create(run=run, t_sim=t_sim, values=sample(frame))
     _last[run] = t_sim
     _recorded += 1
     if _recorded % _PRUNE_EVERY == 0:
-        m.HistorySample.objects.filter(
+        HistorySample.objects.filter(
             run=run, t_sim__lt=t_sim - app_setting("HISTORY_RETENTION_S")).delete()
     return True
 
@@ -111,7 +111,7 @@ def forget_process_cache() -> None:
 
 def known(run: str) -> dict[str, tuple[str, str]]:
     """The series a run has: the fleet's and its tenants' (from its newest sample)."""
-    newest = (m.HistorySample.objects.filter(run=run).order_by("-t_sim")
+    newest = (HistorySample.objects.filter(run=run).order_by("-t_sim")
               .values_list("values", flat=True).first()) or {}
     tenants = {k: (f"GPUs used by {k[len(TENANT_PREFIX):-len('.gpus')]}", "GPUs")
                for k in sorted(newest) if k.startswith(TENANT_PREFIX)}
@@ -129,7 +129,7 @@ def series(*, run: str, metric: str, t_from: float | None = None, t_to: float | 
         raise ValueError(f"unknown metric {metric!r}; known: {', '.join(names)}")
     if t_from is not None and t_to is not None and t_to < t_from:
         raise ValueError(f"'to' ({t_to:g}) is before 'from' ({t_from:g})")
-    rows = m.HistorySample.objects.filter(run=run)
+    rows = HistorySample.objects.filter(run=run)
     if t_from is not None:
         rows = rows.filter(t_sim__gte=t_from)
     if t_to is not None:

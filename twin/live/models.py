@@ -1,10 +1,37 @@
-"""The live engine's persisted state: snapshots, the durable command log, the latest frame and health, the event log, history samples."""
+"""The live engine's persisted state: drills and their outcome, snapshots, the durable command
+log, the latest frame and health, the event log, history samples."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
-from twin.control.models import Drill
+
+class DrillStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    APPLIED = "applied", "applied"
+    REFUSED = "refused", "refused"
+
+
+class Drill(models.Model):
+    """An audited failure drill; the failure-engine and dashboard issues fill in its effect."""
+
+    kind = models.CharField(max_length=32)
+    target = models.CharField(max_length=128, default="random")
+    params = models.JSONField(default=dict, blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL,
+                                     null=True, blank=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    outcome = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=DrillStatus.choices,
+                              default=DrillStatus.PENDING, db_index=True)
+    applied_at_sim = models.FloatField("applied at (simulated s)", null=True, blank=True)
+
+    class Meta:
+        permissions = [("run_drill", "Can run failure drills")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} on {self.target}"
 
 
 class EngineSnapshot(models.Model):
@@ -116,7 +143,8 @@ class EngineEvent(models.Model):
 
 
 class HistorySample(models.Model):
-    """The live engine's fleet, tenant and power figures at one simulated time (``twin.live.history``:
+    """The live engine's fleet, tenant and power figures at one simulated time
+    (``twin.live.history``:
     one row every ``HISTORY_STEP_S`` simulated seconds, per run)."""
 
     run = models.CharField(max_length=120, help_text="The run's key (as the event log's)")

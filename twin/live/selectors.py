@@ -1,4 +1,5 @@
-"""Reads of the live engine's state: the latest frame, its health and heartbeat, snapshots, the stored event log, the live view of placement and queue."""
+"""Reads of the live engine's state: the latest frame, its health and heartbeat, snapshots, the
+stored event log, the live view of placement and queue."""
 
 from __future__ import annotations
 
@@ -9,26 +10,65 @@ import numpy as np
 from django.utils import timezone
 
 from scheduler.control.storage_status import DOWN_LEFT
+from scheduler.frame_schema import LivePlacement
 from scheduler.live import QUEUE_COLUMNS
-from twin import models as m
-from twin.config.conf import app_setting
+from twin import app_setting
 from twin.inventory.adapter import EngineIds
-from twin.inventory.selectors import cluster_current
+from twin.inventory.models import Cluster, Node
+from twin.live.models import EngineEvent, EngineSnapshot, LiveState
+from twin.live.stored import frame_upgrade, placement_upgrade
 
 
-def live_state_get() -> m.LiveState | None:
+def cluster_current() -> Cluster | None:
+    """The cluster the twin shows and runs, chosen explicitly, never switched silently:
+    ``CLUSTERTWIN_CLUSTER`` if set (``None`` if no cluster has that name); else the only
+    cluster; else, among several, the one the live engine runs (its run is filed under
+    ``<inventory>:<cluster id>``); else ``None`` (see :func:`cluster_choice_problem`)."""
+    name = app_setting("CLUSTER")
+    if name:
+        return Cluster.objects.filter(name=name).first()
+    first_two = list(Cluster.objects.order_by("id")[:2])
+    if len(first_two) <= 1:
+        return first_two[0] if first_two else None
+    run = (LiveState.objects.filter(pk=LiveState.SINGLETON_PK)
+           .values_list("inventory", flat=True).first() or "")
+    tail = run.rpartition(":")[2]
+    return Cluster.objects.filter(pk=int(tail)).first() if tail.isdigit() else None
+
+
+def cluster_choice_problem() -> str | None:
+    """Why no cluster is selected although some exist (``None`` when one is, or none exist)."""
+    name = app_setting("CLUSTER")
+    if name and not Cluster.objects.filter(name=name).exists():
+        return f"CLUSTERTWIN_CLUSTER={name!r} names no cluster in the inventory"
+    if not name and cluster_current() is None and Cluster.objects.exists():
+        names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True)[:10])
+        return (f"the inventory holds several clusters ({names}): set CLUSTERTWIN_CLUSTER to "
+                "the one the twin runs")
+    return None
+
+
+def live_state_get() -> LiveState | None:
     """The live engine's latest frame and status (None before the engine first ran).
 
     A running engine writes this row every frame: its health is a heartbeat.  When the row
     says the engine runs but is older than ``HEARTBEAT_S``, the engine is dead (killed, hung):
     the row read here says ``down`` (frame included), whatever it last claimed.
+
+    ``frame`` and ``placement`` come upgraded (:mod:`twin.live.stored`): a
+    :class:`~scheduler.frame_schema.StoredFrame` or ``None`` (no frame yet, or the engine's
+    state was lost), a :class:`~scheduler.frame_schema.LivePlacement` or ``None``.
     """
-    live = m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).first()
-    if live is not None and live_heartbeat_lost(live.health, live.updated_at):
+    live = LiveState.objects.filter(pk=LiveState.SINGLETON_PK).first()
+    if live is None:
+        return None
+    live.frame = frame_upgrade(live.frame)
+    live.placement = placement_upgrade(live.placement)
+    if live_heartbeat_lost(live.health, live.updated_at):
         age = (timezone.now() - live.updated_at).total_seconds()
         live.health = "down"
         live.last_error = f"no heartbeat from the live engine for {age:.0f} s"
-        if isinstance(live.frame, dict) and live.frame:
+        if live.frame is not None:
             live.frame = {**live.frame, "health": "down"}
     return live
 
@@ -41,14 +81,14 @@ def live_heartbeat_lost(health: str, updated_at) -> bool:
 
 def live_state_version() -> tuple | None:
     """``(seq, health, updated_at)`` of the live state, without reading its frame."""
-    return (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
+    return (LiveState.objects.filter(pk=LiveState.SINGLETON_PK)
             .values_list("seq", "health", "updated_at").first())
 
 
-def engine_snapshot_latest(*, preset: str, seed: int) -> m.EngineSnapshot | None:
+def engine_snapshot_latest(*, preset: str, seed: int) -> EngineSnapshot | None:
     """The newest stored engine of this preset and seed (its ``inventory`` says which
     inventory it ran)."""
-    return m.EngineSnapshot.objects.filter(preset=preset, seed=seed).order_by("-id").first()
+    return EngineSnapshot.objects.filter(preset=preset, seed=seed).order_by("-id").first()
 
 EVENTS_PER_PAGE_MAX = 500
 
@@ -57,7 +97,7 @@ def engine_events_page(*, inventory: str, kind: str = "", component: str = "", j
                        page: int = 1, per_page: int = 100) -> dict:
     """Stored engine events, newest first, filtered by kind, component (exact) and job; a page
     of them with the totals."""
-    rows = m.EngineEvent.objects.filter(inventory=inventory)
+    rows = EngineEvent.objects.filter(inventory=inventory)
     if kind:
         rows = rows.filter(kind=kind)
     if component:
@@ -115,10 +155,10 @@ class LiveView:
     before any engine wrote a placement every answer is :data:`NO_ENGINE`.
     """
 
-    def __init__(self, placement: dict | None, cluster: m.Cluster | None):
-        self.placement = placement or {}
-        self.t = self.placement.get("t")
-        self._ids = EngineIds(cluster) if cluster is not None and self.placement else None
+    def __init__(self, placement: LivePlacement | None, cluster: Cluster | None):
+        self.placement = placement
+        self.t = placement["t"] if placement is not None else None
+        self._ids = EngineIds(cluster) if cluster is not None and placement is not None else None
 
     @property
     def when(self) -> str:
@@ -141,9 +181,9 @@ class LiveView:
         p = self.placement
         status = np.full(ids.size, "in service", dtype=object)
         for key in ("spare", "drained", "down"):  # the last one set wins
-            status[_member(ids, p.get(key, []))] = key
+            status[_member(ids, p[key])] = key
         jobs: dict[int, list[str]] = {}
-        for name, job in sorted(p.get("jobs", {}).items()):
+        for name, job in sorted(p["jobs"].items()):
             for a, b in job["nodes"]:
                 for n in ids[np.searchsorted(ids, a):np.searchsorted(ids, b, side="right")]:
                     jobs.setdefault(int(n), []).append(name)
@@ -165,7 +205,7 @@ class LiveView:
         if self._ids is None:
             return self._all(pks, NO_ENGINE)
         members: dict[int, list[int]] = {pk: [] for pk in pks}
-        for node, rack in m.Node.objects.filter(rack_id__in=pks).values_list("id", "rack_id"):
+        for node, rack in Node.objects.filter(rack_id__in=pks).values_list("id", "rack_id"):
             i = self._ids.node(node)
             if i is not None:
                 members[rack].append(i)
@@ -187,11 +227,11 @@ class LiveView:
         """``rows``: ``(pk, index, cluster pk)``; failed (down) or up."""
         if self._ids is None:
             return self._all([pk for pk, *_ in rows], NO_ENGINE)
-        if "switches_down" not in self.placement:
+        failed = self.placement["switches_down"]
+        if failed is None:  # an engine from before switches were reported
             return self._all([pk for pk, *_ in rows], NOT_REPORTED)
         live = self._ids.cluster.pk
-        down = _member(np.array([index for _, index, _ in rows], dtype=np.int64),
-                       self.placement["switches_down"])
+        down = _member(np.array([index for _, index, _ in rows], dtype=np.int64), failed)
         return {pk: LiveStatus(NOT_IN_ENGINE) if cluster != live else
                 LiveStatus("down" if out else "up")
                 for (pk, _, cluster), out in zip(rows, down.tolist(), strict=True)}
@@ -202,8 +242,6 @@ class LiveView:
         pks = [pk for pk, *_ in rows]
         if self._ids is None:
             return self._all(pks, NO_ENGINE)
-        if "links_down" not in self.placement:
-            return self._all(pks, NOT_REPORTED)
         out = {}
         for pk, node, port in rows:
             i = self._ids.link(pk) if node is None else self._ids.gpu(node, port)
@@ -211,6 +249,9 @@ class LiveView:
                 out[pk] = LiveStatus(NOT_IN_ENGINE)
                 continue
             runs = self.placement["links_down" if node is None else "gpus_down"]
+            if runs is None:  # an engine from before links were reported
+                out[pk] = LiveStatus(NOT_REPORTED)
+                continue
             down = bool(_member(np.array([i]), runs)[0])
             out[pk] = LiveStatus("down" if down else "up",
                                  "its GPU is out" if down and node is not None else "")
@@ -220,8 +261,8 @@ class LiveView:
         """Up, degraded (with the share of bandwidth left) or down; drills and failures count."""
         if self._ids is None:
             return self._all(pks, NO_ENGINE)
-        left = self.placement.get("storage")
-        if left is None:
+        left = self.placement["storage"]
+        if left is None:  # an engine from before storage was reported
             return self._all(pks, NOT_REPORTED)
         out = {}
         for pk in pks:
@@ -240,9 +281,9 @@ class LiveView:
 def live_view() -> LiveView:
     """The live engine's last placement, for the admin's live columns: one query (two more
     when there is one: the live cluster and its node ids)."""
-    placement = (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
-                 .values_list("placement", flat=True).first())
-    return LiveView(placement, cluster_current() if placement else None)
+    placement = placement_upgrade(LiveState.objects.filter(pk=LiveState.SINGLETON_PK)
+                                  .values_list("placement", flat=True).first())
+    return LiveView(placement, cluster_current() if placement is not None else None)
 
 
 def live_queue_page(*, sort: str, order: str, page: int, per_page: int) -> dict | None:
@@ -250,9 +291,9 @@ def live_queue_page(*, sort: str, order: str, page: int, per_page: int) -> dict 
     by column ``sort`` (``order`` ``asc``/``desc``; ties keep the policy's order), as dicts;
     ``None`` before the engine wrote a queue.  ``total`` counts the whole queue, ``listed``
     the rows kept to page through."""
-    placement = (m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK)
-                 .values_list("placement", flat=True).first())
-    if not placement or "queue" not in placement:
+    placement = placement_upgrade(LiveState.objects.filter(pk=LiveState.SINGLETON_PK)
+                                  .values_list("placement", flat=True).first())
+    if placement is None or placement["queue"] is None:  # none yet, or not reported
         return None
     rows = placement["queue"]
     k = QUEUE_COLUMNS.index(sort)
@@ -261,7 +302,7 @@ def live_queue_page(*, sort: str, order: str, page: int, per_page: int) -> dict 
                      reverse=order == "desc")
     rows = present + [r for r in rows if r[k] is None]
     start = (page - 1) * per_page
-    return {"t": placement.get("t"), "total": placement.get("queue_total", len(rows)),
+    return {"t": placement["t"], "total": placement["queue_total"],
             "listed": len(rows), "pages": max(1, -(-len(rows) // per_page)),
             "rows": [dict(zip(QUEUE_COLUMNS, r, strict=True))
                      for r in rows[start:start + per_page]]}

@@ -1,13 +1,14 @@
-"""Writes of the live engine's state: the latest frame and health, snapshots, the stored event log."""
+"""Writes of the live engine's state: the latest frame and health, snapshots, the stored event
+log."""
 
 from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
 
-from twin import models as m
 from twin.alerts import rules as alerts
 from twin.live import history
+from twin.live.models import Drill, DrillStatus, EngineEvent, EngineSnapshot, LiveState
 
 
 def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_error: str,
@@ -20,8 +21,8 @@ def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_e
               "inventory": inventory, "updated_at": timezone.now()}
     if placement is not None:
         fields["placement"] = placement
-    if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
-        m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+    if not LiveState.objects.filter(pk=LiveState.SINGLETON_PK).update(**fields):
+        LiveState.objects.update_or_create(pk=LiveState.SINGLETON_PK, defaults=fields)
     if inventory and frame.get("util"):
         history.record(run=inventory, t_sim=t_sim, frame=frame)
 
@@ -30,8 +31,8 @@ def live_state_health_set(*, health: str, last_error: str | None = None) -> None
     fields = {"health": health, "updated_at": timezone.now()}
     if last_error is not None:
         fields["last_error"] = last_error
-    if not m.LiveState.objects.filter(pk=m.LiveState.SINGLETON_PK).update(**fields):
-        m.LiveState.objects.update_or_create(pk=m.LiveState.SINGLETON_PK, defaults=fields)
+    if not LiveState.objects.filter(pk=LiveState.SINGLETON_PK).update(**fields):
+        LiveState.objects.update_or_create(pk=LiveState.SINGLETON_PK, defaults=fields)
 
 
 def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
@@ -39,12 +40,12 @@ def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
     """Store a pickled engine (``log_seq``: the last logged command in it); only the newest
     ``keep`` snapshots are kept."""
     with transaction.atomic():
-        snap = m.EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed,
+        snap = EngineSnapshot.objects.create(data=data, t_sim=t_sim, preset=preset, seed=seed,
                                                inventory=inventory, log_seq=log_seq)
-        old = list(m.EngineSnapshot.objects.order_by("-id")
+        old = list(EngineSnapshot.objects.order_by("-id")
                    .values_list("id", flat=True)[keep:])
         if old:
-            m.EngineSnapshot.objects.filter(id__in=old).delete()
+            EngineSnapshot.objects.filter(id__in=old).delete()
     return snap.pk
 
 
@@ -67,8 +68,8 @@ def _jobs(event: dict) -> str:
 
 def engine_events_store(*, inventory: str, first_seq: int, events: list[dict]) -> int:
     """Keep engine log lines ``first_seq``, ``first_seq + 1``, ...; lines already kept stay."""
-    m.EngineEvent.objects.bulk_create(
-        (m.EngineEvent(inventory=inventory, seq=first_seq + k, t_sim=float(e.get("t", 0.0)),
+    EngineEvent.objects.bulk_create(
+        (EngineEvent(inventory=inventory, seq=first_seq + k, t_sim=float(e.get("t", 0.0)),
                        kind=str(e.get("kind", ""))[:32], component=_component(e),
                        jobs=_jobs(e), text=str(e.get("text", "")))
          for k, e in enumerate(events)), batch_size=1000, ignore_conflicts=True)
@@ -79,7 +80,20 @@ def engine_events_store(*, inventory: str, first_seq: int, events: list[dict]) -
 def engine_events_resume(*, inventory: str, have: int) -> int:
     """The engine (built or restored) holds ``have`` log lines: forget kept lines past them
     (a future the restored engine did not live) and return the first line still to keep."""
-    kept = m.EngineEvent.objects.filter(inventory=inventory)
+    kept = EngineEvent.objects.filter(inventory=inventory)
     kept.filter(seq__gte=have).delete()
     last = kept.order_by("-seq").values_list("seq", flat=True).first()
     return 0 if last is None else min(last + 1, have)
+
+
+def drill_claim(*, drill_id: int) -> bool:
+    """True if the drill exists and is still pending (the engine applies each drill once)."""
+    return Drill.objects.filter(pk=drill_id, status=DrillStatus.PENDING).exists()
+
+
+def drill_outcome_record(*, drill_id: int, applied: bool, outcome: dict,
+                         t_sim: float | None) -> int:
+    """The engine's verdict on a pending drill: applied (with its effect) or refused."""
+    return Drill.objects.filter(pk=drill_id, status=DrillStatus.PENDING).update(
+        status=DrillStatus.APPLIED if applied else DrillStatus.REFUSED,
+        outcome=outcome, applied_at_sim=t_sim if applied else None)

@@ -24,7 +24,7 @@ from django.contrib import auth
 from django.core.exceptions import ValidationError
 from django.utils.crypto import constant_time_compare
 
-from twin.config.conf import app_setting
+from twin import app_setting
 from twin.control import services
 
 logger = logging.getLogger(__name__)

@@ -15,6 +15,8 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from scheduler.frame_schema import StoredFrame
+
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 GPU_STATES = ("allocated", "idle", "spare", "down")
@@ -22,6 +24,26 @@ JOB_STATES = ("queued", "running", "recovering", "in_cloud", "done")
 HEALTH_STATES = ("starting", "ok", "error", "stopped", "down")
 
 _KINDS = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily}
+
+
+def _frame_families(frame: StoredFrame) -> Iterator[Metric | None]:
+    util, jobs, interruptions, power = (frame["util"], frame["jobs"], frame["interruptions"],
+                                        frame["power"])
+    yield family("gauge", "clustertwin_gpus", "GPUs of the cluster by state.",
+                 [({"state": s}, util[s]) for s in GPU_STATES])
+    yield family("gauge", "clustertwin_mfu",
+                 "Model FLOPs utilisation of the whole fleet so far (0-1).", [({}, frame["mfu"])])
+    yield family("gauge", "clustertwin_goodput",
+                 "Share of GPU time that advanced training so far (0-1).",
+                 [({}, frame["goodput"])])
+    yield family("counter", "clustertwin_interruptions_total", "Training job interruptions.",
+                 [({"kind": k}, interruptions[k]) for k in ("unplanned", "planned")])
+    yield family("gauge", "clustertwin_power_it_megawatts", "IT power draw, MW.",
+                 [({}, power["it_mw"] if power is not None else None)])  # None: no power model
+    yield family("gauge", "clustertwin_jobs", "Training jobs by state.",
+                 [({"state": s}, jobs[s]) for s in JOB_STATES])
+    yield family("counter", "clustertwin_preemptions_total",
+                 "Jobs preempted by the scheduler.", [({}, jobs["preemptions"])])
 
 
 def family(kind: str, name: str, help_text: str,
@@ -48,27 +70,9 @@ class TwinCollector(Collector):
 
     def _families(self) -> Iterator[Metric | None]:
         live, stream = self.live, self.stream
-        frame = live.frame if live is not None else {}
-        util = frame.get("util") or {}
-        jobs = frame.get("jobs") or {}
-        interruptions = frame.get("interruptions") or {}
-        power = frame.get("power") or {}
-        yield family("gauge", "clustertwin_gpus", "GPUs of the cluster by state.",
-                     [({"state": s}, util.get(s)) for s in GPU_STATES])
-        yield family("gauge", "clustertwin_mfu",
-                     "Model FLOPs utilisation of the whole fleet so far (0-1).",
-                     [({}, frame.get("mfu"))])
-        yield family("gauge", "clustertwin_goodput",
-                     "Share of GPU time that advanced training so far (0-1).",
-                     [({}, frame.get("goodput"))])
-        yield family("counter", "clustertwin_interruptions_total", "Training job interruptions.",
-                     [({"kind": k}, interruptions.get(k)) for k in ("unplanned", "planned")])
-        yield family("gauge", "clustertwin_power_it_megawatts", "IT power draw, MW.",
-                     [({}, power.get("it_mw"))])
-        yield family("gauge", "clustertwin_jobs", "Training jobs by state.",
-                     [({"state": s}, jobs.get(s)) for s in JOB_STATES])
-        yield family("counter", "clustertwin_preemptions_total",
-                     "Jobs preempted by the scheduler.", [({}, jobs.get("preemptions"))])
+        frame = live.frame if live is not None else None  # None: no frame to show
+        if frame is not None:
+            yield from _frame_families(frame)
         health = live.health if live is not None else None
         yield family("gauge", "clustertwin_engine_health",
                      "1 for the live engine's current health state, 0 for the others.",

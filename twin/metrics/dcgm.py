@@ -82,9 +82,10 @@ from dataclasses import dataclass
 import numpy as np
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
-from scheduler.hardware.power import SUPPLY_AIR_C, gpu_power_w
 
+from scheduler.frame_schema import LivePlacement, PlacedJob, StoredFrame
 from scheduler.hardware.catalog import CATALOG
+from scheduler.hardware.power import SUPPLY_AIR_C, gpu_power_w
 
 DRIVER_VERSION = "570.133.20"
 UUID_NAMESPACE = uuid.UUID("6f1c0d1e-5b0e-4c8e-9a57-2f6d1c3e7a10")
@@ -135,6 +136,11 @@ class HostNotFound(LookupError):
 
 class HostDown(LookupError):
     """The node is down: its exporter would not answer."""
+
+
+class HoldersNotReported(LookupError):
+    """The placement does not say which GPUs the jobs hold or which are out (an older
+    engine's, ``None`` in :mod:`twin.live.stored`): no reading would be honest."""
 
 
 def _escape(value: str) -> str:
@@ -242,49 +248,39 @@ def _runs(runs, n: int) -> np.ndarray:
     return mask
 
 
-def _holders(inv: DcgmInventory, jobs: dict) -> tuple[np.ndarray, list[str]]:
+def _holders(inv: DcgmInventory, jobs: dict[str, PlacedJob]) -> tuple[np.ndarray, list[str]]:
     """Each GPU's gang (index into the returned names; -1 for none): the GPUs a gang's
-    ``gpu_runs`` name, else (placements without them) gangs by name spread their GPUs evenly
-    over their nodes, each on a node's lowest free indices."""
+    ``gpu_runs`` name (the engine's own GPU ids)."""
     owner = np.full(inv.n_gpus, -1, dtype=np.int64)
-    fill = np.zeros(inv.node_gpus.size, dtype=np.int64)
     names = sorted(jobs)
     for j, name in enumerate(names):
-        exact = jobs[name].get("gpu_runs")
-        if exact is not None:  # the engine's own GPU ids (placements written since issue 16)
-            owner[_runs(exact, inv.n_gpus)] = j
-            continue
-        nodes = np.flatnonzero(_runs(jobs[name].get("nodes"), inv.node_gpus.size))
-        if nodes.size == 0:
-            continue
-        gpus = int(jobs[name].get("gpus") or 0)
-        share = np.full(nodes.size, gpus // nodes.size, dtype=np.int64)
-        share[:gpus % nodes.size] += 1
-        share = np.minimum(share, inv.node_gpus[nodes] - fill[nodes])
-        starts = np.repeat(inv.node_first[nodes] + fill[nodes], share)
-        offsets = np.arange(int(share.sum())) - np.repeat(np.cumsum(share) - share, share)
-        owner[starts + offsets] = j
-        fill[nodes] += share
+        owner[_runs(jobs[name]["gpu_runs"], inv.n_gpus)] = j
     return owner, names
 
 
-def _tensor_activity(frame: dict, names: list[str]) -> np.ndarray:
+def _tensor_activity(frame: StoredFrame | None, names: list[str]) -> np.ndarray:
     """Per gang (plus a trailing 0 for "none"): its MFU from the frame's running jobs, else
-    the mean of the listed ones, else the fleet's."""
-    listed = {r["name"]: float(r.get("mfu") or 0.0) for r in frame.get("running_jobs") or ()}
+    the mean of the listed ones, else the fleet's (0 with no frame)."""
+    rows = frame["running_jobs"] if frame is not None else ()
+    listed = {r["name"]: float(r["mfu"]) for r in rows}
     busy = [v for v in listed.values() if v > 0]
-    default = float(np.mean(busy)) if busy else float(frame.get("mfu") or 0.0)
+    default = float(np.mean(busy)) if busy else float(frame["mfu"] if frame is not None else 0.0)
     return np.array([listed.get(n, default) for n in names] + [0.0], dtype=float)
 
 
-def dcgm_readings(inv: DcgmInventory, *, placement: dict, frame: dict,
+def dcgm_readings(inv: DcgmInventory, *, placement: LivePlacement, frame: StoredFrame | None,
                   hostname: str | None = None) -> DcgmReadings:
     """What the exporters of the cluster (or of node ``hostname``) would report now.
 
-    ``placement`` and ``frame`` are the ``LiveState`` row's (engine ids). Raises
-    :class:`HostNotFound` or :class:`HostDown` for a ``hostname`` with no exporter to answer.
+    ``placement`` and ``frame`` are the ``LiveState`` row's (engine ids), as
+    :mod:`twin.live.stored` upgrades them. Raises :class:`HostNotFound` or :class:`HostDown`
+    for a ``hostname`` with no exporter to answer, :class:`HoldersNotReported` when the
+    placement does not say which GPUs the jobs hold or which are out.
     """
-    node_up = ~_runs(placement.get("down"), inv.node_gpus.size)
+    jobs = placement["jobs"]
+    if placement["gpus_down"] is None or any(j["gpu_runs"] is None for j in jobs.values()):
+        raise HoldersNotReported("the live engine does not report which GPUs its jobs hold")
+    node_up = ~_runs(placement["down"], inv.node_gpus.size)
     selected = inv.gpu_nvidia & node_up[inv.gpu_node]
     if hostname is not None:
         node = inv.node_of_host.get(hostname)
@@ -294,11 +290,10 @@ def dcgm_readings(inv: DcgmInventory, *, placement: dict, frame: dict,
             raise HostDown(hostname)
         selected &= inv.gpu_node == node
     gpus = np.flatnonzero(selected)
-    jobs = placement.get("jobs") or {}
     owner, names = _holders(inv, jobs)
-    gpu_ok = ~_runs(placement.get("gpus_down"), inv.n_gpus)[gpus]
+    gpu_ok = ~_runs(placement["gpus_down"], inv.n_gpus)[gpus]
     held = np.where(gpu_ok, owner[gpus], -1)
-    states = np.array([jobs[n].get("state") in HUNG_STATES for n in names] + [False])
+    states = np.array([jobs[n]["state"] in HUNG_STATES for n in names] + [False])
     hung = (held >= 0) & states[held]
     busy = (held >= 0) & ~hung
     util = np.where(busy, BUSY_UTIL, np.where(hung, 1.0, 0.0))

@@ -17,14 +17,14 @@ import ipaddress
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from twin import models as m
-from twin.config.conf import app_setting
-from twin.inventory import selectors as inventory_selectors
+from twin import app_setting
+from twin.inventory.models import Cluster, Node
 from twin.live import consumers
 from twin.live import selectors as live_selectors
 from twin.metrics.collector import CONTENT_TYPE, TwinCollector, exposition
 from twin.metrics.dcgm import (
     DcgmCollector,
+    HoldersNotReported,
     HostDown,
     HostNotFound,
     dcgm_exposition_chunks,
@@ -34,7 +34,8 @@ from twin.metrics.dcgm import (
 
 LIBRARY_MAX_GPUS = 4096
 """Up to this many GPUs ``prometheus_client`` writes the DCGM answer; past it the bulk writer
-(same bytes, ``twin.metrics.dcgm.dcgm_exposition_chunks``) keeps a 100k-GPU scrape within seconds."""
+(same bytes, ``twin.metrics.dcgm.dcgm_exposition_chunks``) keeps a 100k-GPU scrape within
+seconds."""
 
 
 def _bearer_ok(request) -> bool | None:
@@ -89,9 +90,10 @@ def metrics(request):
     return HttpResponse(body, content_type=CONTENT_TYPE)
 
 
-def _dcgm_nodes(cluster: m.Cluster) -> tuple[tuple[str, str, int, float], ...]:
-    """Every node of ``cluster`` in the engine's order (ids), as ``twin.metrics.dcgm`` takes them."""
-    return tuple(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+def _dcgm_nodes(cluster: Cluster) -> tuple[tuple[str, str, int, float], ...]:
+    """Every node of ``cluster`` in the engine's order (ids), as ``twin.metrics.dcgm`` takes
+    them."""
+    return tuple(Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
                  .values_list("hostname", "accelerator_model__name", "accelerator_count",
                               "nic_gbps"))
 
@@ -103,11 +105,11 @@ def metrics_dcgm(request):
     denied = _denied(request)
     if denied is not None:
         return denied
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     if cluster is None:
-        return _plain(inventory_selectors.cluster_choice_problem() or "no cluster built yet", 503)
+        return _plain(live_selectors.cluster_choice_problem() or "no cluster built yet", 503)
     live = live_selectors.live_state_get()
-    if live is None or not live.placement:
+    if live is None or live.placement is None:
         return _plain("the live engine has not published a frame yet", 503)
     if live.inventory.rpartition(":")[2] != str(cluster.pk):
         return _plain(f"the live engine does not run cluster {cluster.name}", 503)
@@ -119,6 +121,8 @@ def metrics_dcgm(request):
         return _plain(f"no node {exc.args[0]!r} with NVIDIA GPUs in {cluster.name}", 404)
     except HostDown as exc:
         return _plain(f"node {exc.args[0]!r} is down: its exporter does not answer", 503)
+    except HoldersNotReported as exc:
+        return _plain(str(exc), 503)
     if readings.gpus.size <= LIBRARY_MAX_GPUS:
         return HttpResponse(exposition(DcgmCollector(inv, readings)), content_type=CONTENT_TYPE)
     return StreamingHttpResponse(dcgm_exposition_chunks(inv, readings),

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.control.mirror import Observation, ObservedJob
-from twin import models as m
+from twin.inventory.models import Cluster, Node
 
 DOWN = frozenset({"down", "fail", "failing", "not_responding", "power_down", "powered_down",
                   "unknown"})
@@ -54,8 +54,8 @@ class HostIndex:
         self.n_gpus = int(counts.sum())
 
     @classmethod
-    def of(cls, cluster: m.Cluster) -> HostIndex:
-        rows = list(m.Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
+    def of(cls, cluster: Cluster) -> HostIndex:
+        rows = list(Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
                     .values_list("hostname", "accelerator_count"))
         return cls([h for h, _ in rows], [c for _, c in rows])
 

@@ -1,17 +1,18 @@
 """The live driver as a mirror (``CLUSTERTWIN_SOURCE=mirror``): it follows a real cluster.
 
-A mixin of :class:`twin.live.driver.EngineDriver`.  The engine runs the inventory's cluster with no
-workload of its own, no failure processes and its scheduler held
-(:func:`scheduler.control.mirror.mirror_hold`); its clock is the wall clock (``t`` = wall
-seconds since the mirror began).  Every ``MIRROR_POLL_S`` the sources are read in a thread of
-their own (a slow or dead source never holds up a frame): Slurm (``sinfo/squeue/sacct --json``
-or slurmrestd) and, when ``PROMETHEUS_URL`` is set, the DCGM exporter's series through
-Prometheus.  What was read is mapped to engine ids (:mod:`twin.mirror.follow`) and applied
-between two steps (:func:`scheduler.control.mirror.observe`).
+The engine runs the inventory's cluster with no workload of its own, no failure processes and
+its scheduler held (:func:`scheduler.control.mirror.mirror_hold`); its clock is the wall clock
+(``t`` = wall seconds since the mirror began, from the book's ``origin``). Every
+``MIRROR_POLL_S`` :class:`MirrorPoller` reads the sources in a thread of their own (a slow or
+dead source never holds up a frame): Slurm (``sinfo/squeue/sacct --json`` or slurmrestd) and,
+when ``PROMETHEUS_URL`` is set, the DCGM exporter's series through Prometheus. What was read is
+mapped to engine ids (:mod:`twin.mirror.follow`) and applied between two steps
+(:func:`scheduler.control.mirror.observe`). :func:`live_driver` plugs the poller into the live
+driver (which knows nothing of mirrors: ``twin.live`` sits below ``twin.mirror``).
 
 Each source has a status in every frame (``frame["sources"]``): ``ok``, ``stale`` (the last
 good read is older than two poll intervals) or ``error`` with the error's one line, the last
-good read's wall time and age, and what could not be mapped.  When a source fails the twin
+good read's wall time and age, and what could not be mapped. When a source fails the twin
 keeps the last state it read and says how old it is; nothing is invented.
 """
 
@@ -21,10 +22,12 @@ import asyncio
 import logging
 from pathlib import Path
 
+from channels.db import database_sync_to_async
+
 from scheduler.control.mirror import mirror_hold, observe
 from scheduler.engine import Engine
 from scheduler.workload.jobs import Workload
-from twin.config.conf import app_setting
+from twin import app_setting
 
 logger = logging.getLogger("twin.live.driver")
 
@@ -55,18 +58,23 @@ def _prometheus_read():
                      token=app_setting("PROMETHEUS_TOKEN") or None)
 
 
-class MirrorFollowing:
-    """Needs ``self.engine``, ``self.inv``, ``self.seed``, ``self._in_engine`` and a
-    ``self.wall`` clock (epoch seconds)."""
+class MirrorPoller:
+    """Polls the real cluster's sources and applies what they read to the mirror engine.
+
+    Parameters
+    ----------
+    host : twin.live.engine_host.EngineHost
+    clock : callable
+        Wall clock in seconds (monotonic, the pacing's): when a poll is due.
+    wall : callable
+        Epoch seconds: the mirror's clock, and the sources' read times.
+    """
 
     readers = {"slurm": _slurm_read, "prometheus": _prometheus_read}
 
-    @property
-    def mirroring(self) -> bool:
-        return app_setting("SOURCE") == "mirror"
-
-    def _mirror_init(self) -> None:
-        self._poll_task: asyncio.Task | None = None
+    def __init__(self, *, host, clock, wall):
+        self.host, self.clock, self.wall = host, clock, wall
+        self.poll_task: asyncio.Task | None = None
         self._last_poll: float | None = None
         self._hosts = None
         self._source_events: list[tuple[str, str]] = []  # (source, error or "" when back)
@@ -74,56 +82,63 @@ class MirrorFollowing:
                                "age_s": None, "error": "", "read_s": None, "problems": {}}
                         for name in self._sources_used()}
 
-    def _sources_used(self) -> tuple[str, ...]:
+    @staticmethod
+    def _sources_used() -> tuple[str, ...]:
         return ("slurm",) + (("prometheus",) if app_setting("PROMETHEUS_URL") else ())
 
-    def _mirror_build(self):
-        """A fresh mirror engine of the inventory's cluster (its clock starts now)."""
-        if self.inv is None:
+    def start_problem(self) -> str:
+        """Why the mirror cannot start ('' when it can)."""
+        return "" if self.host.inv is not None else str(MirrorError())
+
+    def engine_build(self) -> Engine:
+        """A fresh mirror engine of the inventory's cluster, its clock starting now (in the
+        engine's thread)."""
+        inv = self.host.inv
+        if inv is None:
             raise MirrorError()
-        engine = Engine(self.plan, Workload(jobs=()), seed=self.seed, physics=True)
+        engine = Engine(inv.plan, Workload(jobs=()), seed=self.host.seed, physics=True)
         mirror_hold(engine).origin = self.wall()
-        engine.lineage = f"mirror:{self.inventory}:{self.inv.cluster_id}"
+        engine.lineage = f"mirror:{inv.fingerprint}:{inv.cluster_id}"
         return engine
 
-    async def _mirror_refuse(self, cmd) -> None:
+    async def refuse(self, cmd) -> None:
         """Speed, pause and drills act on a simulation; a mirror follows the real clock and
         the real cluster (a drill is a what-if from now)."""
         logger.warning("live engine: %s refused: the twin mirrors a real cluster", cmd.name)
         if cmd.name == "drill":
-            from channels.db import database_sync_to_async
+            from twin.live import services
 
-            from twin.control import services
             await database_sync_to_async(services.drill_outcome_record)(
                 drill_id=cmd.drill_id, applied=False, t_sim=None,
                 outcome={"error": "the live twin mirrors a real cluster: run the drill as a "
                                   "what-if from now"})
 
-    def _mirror_advance_s(self) -> float:
+    def advance_s(self) -> float:
         """Simulated seconds to advance: up to the wall clock (a mirror runs in real time)."""
-        origin = getattr(self.engine.mirror, "origin", None)
-        if origin is None:
-            self.engine.mirror.origin = origin = self.wall() - self.engine.now
-        return max(0.0, self.wall() - origin - self.engine.now)
+        engine = self.host.engine
+        book = engine.mirror
+        if book.origin is None:
+            book.origin = self.wall() - engine.now
+        return max(0.0, self.wall() - book.origin - engine.now)
 
-    async def _mirror_follow(self) -> None:
+    async def follow(self) -> None:
         """Start a poll when one is due; apply a finished one (between two steps)."""
-        task = self._poll_task
+        task = self.poll_task
         if task is not None and task.done():
-            self._poll_task = None
+            self.poll_task = None
             try:
                 reads = task.result()
             except Exception:  # a reader's bug: the sources' status says it, the engine runs
                 logger.exception("live engine: mirror poll failed")
                 reads = {}
-            await self._mirror_apply(reads)
+            await self._apply(reads)
         now = self.clock()
-        if self._poll_task is None and (self._last_poll is None or now - self._last_poll
-                                        >= app_setting("MIRROR_POLL_S")):
+        if self.poll_task is None and (self._last_poll is None or now - self._last_poll
+                                       >= app_setting("MIRROR_POLL_S")):
             self._last_poll = now
-            self._poll_task = asyncio.create_task(asyncio.to_thread(self._mirror_read))
+            self.poll_task = asyncio.create_task(asyncio.to_thread(self._read))
 
-    def _mirror_read(self) -> dict:
+    def _read(self) -> dict:
         """Read every source (in a worker thread); a failure is that source's status."""
         out = {}
         for name in self.sources:
@@ -146,29 +161,29 @@ class MirrorFollowing:
                               read_s=round(self.wall() - started, 3))
         return out
 
-    async def _mirror_apply(self, reads: dict) -> None:
+    async def _apply(self, reads: dict) -> None:
         from twin.mirror.follow import HostIndex, observation
-        if self._hosts is None or len(self._hosts.hostnames) != self.plan.n_nodes:
-            from channels.db import database_sync_to_async
+        host = self.host
+        if self._hosts is None or len(self._hosts.hostnames) != host.plan.n_nodes:
+            from twin.inventory.models import Cluster
 
-            from twin import models as m
-            cluster = await database_sync_to_async(
-                m.Cluster.objects.get)(pk=self.inv.cluster_id)
+            cluster = await database_sync_to_async(Cluster.objects.get)(pk=host.inv.cluster_id)
             self._hosts = await database_sync_to_async(HostIndex.of)(cluster)
         events, self._source_events = list(self._source_events), []
         hosts = self._hosts
 
         def apply():  # in the engine's thread: mapping 100k GPUs takes a while
+            engine = host.engine
             for name, message in events:
-                self.engine.kernel.log("source", f"{name}: {message}" if message
-                                       else f"{name}: reachable again", component=name)
+                engine.kernel.log("source", f"{name}: {message}" if message
+                                  else f"{name}: reachable again", component=name)
             obs, problems = observation(reads.get("slurm"), reads.get("prometheus"), hosts)
             for name in reads:
                 self.sources[name]["problems"] = problems.get(name, {})
-            return observe(self.engine, obs)
+            return observe(engine, obs)
 
         try:
-            await self._in_engine(apply)
+            await host.call(apply)
         except ValueError as exc:
             logger.warning("live engine: mirror observation refused: %s", exc)
             for name in reads:
@@ -185,3 +200,13 @@ class MirrorFollowing:
                 st["state"] = "stale"
             out[name] = st
         return out
+
+
+def live_driver(**kwargs):
+    """The live driver as configured: with ``CLUSTERTWIN_SOURCE=mirror`` it mirrors the real
+    cluster through a :class:`MirrorPoller`, else it simulates. ``kwargs`` go to
+    :class:`twin.live.driver.EngineDriver`."""
+    from twin.live.driver import EngineDriver
+
+    return EngineDriver(mirror=MirrorPoller if app_setting("SOURCE") == "mirror" else None,
+                        **kwargs)

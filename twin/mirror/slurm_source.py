@@ -27,23 +27,51 @@ from pathlib import Path
 
 from twin.inventory.hostlist import expand
 from twin.mirror.errors import SourceError, gc_paused, http_get, json_load, run_command
+from twin.mirror.slurm_json import (
+    _NO_VALUE,
+    SOURCE,
+    _csv,
+    _epoch,
+    _fail,
+    _gpu_sum,
+    _names,
+    _node_states,
+    _number,
+    _refused,
+    _Shape,
+    _str,
+    _top,
+    _type_name,
+)
 
-SOURCE = "slurm"
 REST_VERSION = "v0.0.38"
+
+
 ACCOUNTING_WINDOW_S = 3600.0
-_NO_VALUE = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF}
+
+
 _NODE_GRES = re.compile(r"(?:^|,)gpu(?::([^:,()]+))?:(\d+)")
+
+
 _TRES_SPEC = re.compile(r"(?:^|,)gres[:/]gpu(?::([^:,=]+))?:(\d+)")
+
+
 _TRES_STR = re.compile(r"(?:^|,)gres/gpu(?::([^=,]+))?=(\d+)")
+
+
 # job_state_string(): a flag, when set, is shown instead of the base state
 _JOB_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
               "REQUEUE_HOLD", "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD",
               "SIGNALING")
+
+
 _NOT_ENDED = frozenset({"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "RESIZING",
                         "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "STAGE_OUT", "SIGNALING",
                         "STOPPED"})
-_NODE_ALIASES = {"maintenance": "maint", "res": "reserved"}
-_BUSY = frozenset({"allocated", "mixed", "completing"})
+
+
+
+
 
 
 @dataclass(slots=True)
@@ -125,107 +153,6 @@ class SlurmView:
     read_at: float
     source: str
     accounting_note: str = ""
-
-
-class _Shape(Exception):
-    """An unexpected shape at a JSON path (turned into a SourceError by the callers)."""
-
-    def __init__(self, path: str, problem: str):
-        super().__init__(f"{path}: {problem}")
-
-
-def _type_name(value) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _str(obj: dict, key: str, path: str, default: str | None = "") -> str:
-    value = obj.get(key)
-    if value is None:
-        if default is None:
-            raise _Shape(f"{path}.{key}", "missing")
-        return default
-    if not isinstance(value, str):
-        raise _Shape(f"{path}.{key}", f"expected a string, got {_type_name(value)}")
-    return value
-
-
-def _number(obj: dict, key: str, path: str) -> float | None:
-    """A number, unwrapping ``{"set", "infinite", "number"}``; None when unset or infinite."""
-    value = obj.get(key)
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return None
-    if not isinstance(value, (int, float)):
-        raise _Shape(f"{path}.{key}", f"expected a number, got {_type_name(value)}")
-    return None if value in _NO_VALUE else value
-
-
-def _epoch(obj: dict, key: str, path: str) -> float | None:
-    value = _number(obj, key, path)
-    return float(value) if value else None
-
-
-def _names(obj: dict, key: str, path: str) -> list[str]:
-    """A list of upper- or lower-case names: a list of strings, or one string."""
-    value = obj.get(key)
-    if isinstance(value, str):
-        return [value] if value else []
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    if value is None:
-        return []
-    raise _Shape(f"{path}.{key}", f"expected a string or a list of strings, got "
-                                  f"{_type_name(value)}")
-
-
-def _csv(value, path: str) -> tuple[str, ...]:
-    if isinstance(value, dict):                     # sinfo 23.11+: {"total", "active"}
-        value = value.get("total", "")
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(v for v in value.split(",") if v)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise _Shape(path, f"expected a comma-separated string or a list, got {_type_name(value)}")
-
-
-def _gpu_sum(pattern: re.Pattern, text: str) -> int | None:
-    """GPUs in a GRES / TRES string: the untyped count when given, else the typed ones."""
-    untyped, typed, seen = 0, 0, False
-    for kind, count in pattern.findall(text):
-        seen = True
-        if kind:
-            typed += int(count)
-        else:
-            untyped += int(count)
-    return (untyped or typed) if seen else None
-
-
-def _node_states(names: list[str]) -> frozenset[str]:
-    flags = {_NODE_ALIASES.get(n.lower(), n.lower()) for n in names}
-    if "drain" in flags:
-        flags.add("draining" if flags & _BUSY else "drained")
-    return frozenset(flags)
-
-
-def _fail(origin: str, exc: _Shape) -> SourceError:
-    return SourceError(SOURCE, f"{origin}: unexpected JSON at {exc}")
-
-
-def _top(doc, key: str, origin: str) -> list:
-    if not isinstance(doc, dict):
-        raise SourceError(SOURCE, f"{origin}: expected a JSON object, got {_type_name(doc)}")
-    if (why := _refused(doc, origin)):
-        raise SourceError(SOURCE, why)
-    items = doc.get(key)
-    if not isinstance(items, list):
-        raise SourceError(SOURCE, f"{origin}: unexpected JSON at {key}: expected a list, got "
-                                  f"{_type_name(items)}")
-    return items
 
 
 @gc_paused
@@ -508,13 +435,3 @@ def _poll(fetch, nodes_at: str, jobs_at: str, accounting_at: str, *, source: str
     known = {job.job_id for job in jobs}             # squeue's record is the newer one
     finished = [job for job in parse_sacct(doc, origin=accounting_at) if job.job_id not in known]
     return SlurmView(nodes, partitions, jobs + finished, True, clock(), kind)
-
-
-def _refused(doc, what: str) -> str:
-    """Why an answer is a refusal (its ``errors``), or "" when it is not one."""
-    errors = doc.get("errors") if isinstance(doc, dict) else None
-    if not (isinstance(errors, list) and errors):
-        return ""
-    err = errors[0]
-    why = (err.get("description") or err.get("error") or err) if isinstance(err, dict) else err
-    return f"{what} reported an error: {why}"

@@ -12,16 +12,18 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from scheduler.frame_schema import LivePlacement, StoredFrame
 from scheduler.limits.bounds import JOB_PRIORITY
 from scheduler.live import in_ranges
-from twin import models as m
 from twin.control import actions as services_actions
 from twin.inventory import selectors as inventory_selectors
 from twin.inventory.adapter import EngineIds
+from twin.inventory.models import Accelerator, Cluster, Link, Node, Switch
 from twin.live import history
 from twin.live import selectors as live_selectors
-from twin.live.columns import exact_holders, job_gpu_ranges, node_gpu_rows
+from twin.live.models import LiveState
 from twin.pages import search
+from twin.pages.columns import job_gpu_ranges, node_gpu_rows
 
 NODES_SHOWN = 200
 """A job's nodes listed on its page; a 12,000-node gang says how many more."""
@@ -29,15 +31,16 @@ EVENTS_SHOWN = 100
 NOT_REPORTED = "not reported by the live engine"
 
 
-def _live() -> tuple[m.LiveState | None, dict, dict]:
+def _live() -> tuple[LiveState | None, LivePlacement | None, StoredFrame | None]:
+    """The live state, its placement and its frame (each ``None`` when there is none)."""
     live = live_selectors.live_state_get()
     if live is None:
-        return None, {}, {}
-    return live, live.placement or {}, live.frame or {}
+        return None, None, None
+    return live, live.placement, live.frame
 
 
-def _cluster() -> m.Cluster:
-    cluster = inventory_selectors.cluster_current()
+def _cluster() -> Cluster:
+    cluster = live_selectors.cluster_current()
     if cluster is None:
         raise Http404("no cluster built yet; run build_cluster")
     return cluster
@@ -51,7 +54,7 @@ def _search(request) -> tuple[str, list[search.Group] | None, str]:
     except search.SearchError as exc:
         return raw[:search.QUERY_MAX], None, str(exc)
     _, placement, frame = _live()
-    return q, search.search(cluster=inventory_selectors.cluster_current(), placement=placement,
+    return q, search.search(cluster=live_selectors.cluster_current(), placement=placement,
                             frame=frame, q=q), ""
 
 
@@ -74,11 +77,11 @@ def api_search(request):
 
 
 # ----------------------------------------------------------------- a job
-def _node_rows(cluster: m.Cluster, ids: list[int]) -> list[dict]:
+def _node_rows(cluster: Cluster, ids: list[int]) -> list[dict]:
     """Hostname, rack name and rack id of the nodes the engine numbers ``ids``."""
     keys = EngineIds(cluster).node_keys()
     pks = [int(keys[i]) for i in ids if 0 <= i < keys.size]
-    rows = dict((r[0], r[1:]) for r in m.Node.objects.filter(pk__in=pks).values_list(
+    rows = dict((r[0], r[1:]) for r in Node.objects.filter(pk__in=pks).values_list(
         "pk", "hostname", "rack_id", "rack__name", "accelerator_count"))
     racks = EngineIds(cluster)
     return [{"id": i, "hostname": rows[pk][0], "rack": racks.rack(rows[pk][1]),
@@ -86,7 +89,7 @@ def _node_rows(cluster: m.Cluster, ids: list[int]) -> list[dict]:
             for i, pk in zip(ids, pks, strict=False) if pk in rows]
 
 
-def _job_gpus(cluster: m.Cluster, runs: list[list[int]], nodes: list[dict]) -> list[dict]:
+def _job_gpus(cluster: Cluster, runs: list[list[int]], nodes: list[dict]) -> list[dict]:
     """The job's GPUs on the listed ``nodes`` (``_node_rows``) as ``host:indices``."""
     ids = EngineIds(cluster)
     keys = ids.node_keys()
@@ -97,28 +100,31 @@ def _job_gpus(cluster: m.Cluster, runs: list[list[int]], nodes: list[dict]) -> l
 @require_GET
 def job_page(request, name: str):
     live, placement, frame = _live()
-    placed = placement.get("jobs", {}).get(name)
-    running = next((r for r in frame.get("running_jobs") or [] if r["name"] == name), None)
-    queued = next((r for r in frame.get("queue") or [] if r["name"] == name), None)
-    held = next((h for h in placement.get("held") or [] if h["name"] == name), None)
+    placed = placement["jobs"].get(name) if placement is not None else None
+    running = queued = held = None
+    if frame is not None:
+        running = next((r for r in frame["running_jobs"] if r["name"] == name), None)
+        queued = next((r for r in frame["queue"] if r["name"] == name), None)
+    if placement is not None:
+        held = next((h for h in placement["held"] if h["name"] == name), None)
     timeline = (live_selectors.engine_events_page(inventory=live.inventory, job=name,
                                              per_page=EVENTS_SHOWN)
                 if live is not None else {"events": [], "total": 0})
     if (placed is None and running is None and queued is None and held is None
             and not timeline["total"]):
         raise Http404(f"no job {name!r} in the live twin (now or in its event log)")
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     nodes, more_nodes, gpu_ranges = [], 0, None
     if placed is not None and cluster is not None:
         ids = [n for a, b in placed["nodes"] for n in range(a, b + 1)]
         nodes = _node_rows(cluster, ids[:NODES_SHOWN])
         more_nodes = max(0, len(ids) - NODES_SHOWN)
-        if "gpu_runs" in placed:  # which GPUs of each node (engines since issue 16)
+        if placed["gpu_runs"] is not None:  # None: the engine did not report which GPUs
             gpu_ranges = _job_gpus(cluster, placed["gpu_runs"], nodes)
-    tenant = ((placed or {}).get("tenant") or (running or {}).get("tenant")
-              or (queued or {}).get("tenant") or (held or {}).get("tenant"))
-    state = (placed or running or {}).get("state") or (
-        "queued" if queued else "held" if held else "not running (done or evicted)")
+    tenant = next((row["tenant"] for row in (placed, running, queued, held)
+                   if row is not None and row["tenant"]), None)
+    state = (placed["state"] if placed is not None else running["state"] if running is not None
+             else "queued" if queued else "held" if held else "not running (done or evicted)")
     recent = services_actions.job_actions_recent(name=name)
     if placed is None and queued is None and held is None and any(
             a["action"] == "cancel" and a["status"] == "applied" for a in recent):
@@ -128,13 +134,26 @@ def job_page(request, name: str):
         "name": name, "state": state, "tenant": tenant, "placed": placed, "running": running,
         "queued": queued, "held": held, "nodes": nodes, "more_nodes": more_nodes,
         "gpu_ranges": gpu_ranges,
-        "timeline": timeline, "t": placement.get("t"), "not_reported": NOT_REPORTED,
+        "timeline": timeline, "t": placement["t"] if placement is not None else None,
+        "not_reported": NOT_REPORTED,
         "can_act": staff, "priority_bound": JOB_PRIORITY,
         "actions": [a for a, ok in services_actions.ACTION_STATES.items() if state in ok],
         "recent_actions": recent if staff else []})
 
 
 # ----------------------------------------------------------------- a node
+def _live_of(placement: LivePlacement | None, runs: list[list[int]] | None, engine_id: int,
+             otherwise: str) -> str:
+    """A node's GPU or port, a switch or a link as the placement has it: ``unknown`` before
+    any placement, ``not reported`` where the engine did not report ``runs`` (an older
+    engine's placement), ``down`` when ``engine_id`` lies in them, else ``otherwise``."""
+    if placement is None:
+        return "unknown"
+    if runs is None:
+        return "not reported"
+    return "down" if in_ranges(engine_id, runs) else otherwise
+
+
 @require_GET
 def node_page(request, index: int):
     cluster = _cluster()
@@ -145,38 +164,36 @@ def node_page(request, index: int):
     ids = EngineIds(cluster)
     pk = int(ids.node_keys()[index])
     first_gpu = ids.gpu(pk, 0)
-    gpu_live, telemetry_missing = node_gpu_rows(
+    gpu_live, telemetry_missing, holders_reported = node_gpu_rows(
         placement=placement, frame=frame, cluster=cluster.name, node=index,
         hostname=node["hostname"], model=node["model"], first_gpu=first_gpu,
         n_gpus=node["gpus"],
-        nic_gbps=m.Node.objects.filter(pk=pk).values_list("nic_gbps", flat=True).first())
-    live_status = ("unknown" if not placement else next(
-        (k for k in ("down", "drained", "spare") if in_ranges(index, placement.get(k, []))),
-        "up"))
-    jobs = [{"name": n, **{k: j.get(k) for k in ("state", "gpus", "tenant")}}
-            for n, j in sorted(placement.get("jobs", {}).items()) if in_ranges(index, j["nodes"])]
+        nic_gbps=Node.objects.filter(pk=pk).values_list("nic_gbps", flat=True).first())
+    live_status = ("unknown" if placement is None else next(
+        (k for k in ("down", "drained", "spare") if in_ranges(index, placement[k])), "up"))
+    jobs = [] if placement is None else [
+        {"name": n, "state": j["state"], "gpus": j["gpus"], "tenant": j["tenant"]}
+        for n, j in sorted(placement["jobs"].items()) if in_ranges(index, j["nodes"])]
+    gpus_down = placement["gpus_down"] if placement is not None else None
     gpus = [{"index": i, "serial": serial, "status": status, "engine_id": first_gpu + i,
-             "live": ("unknown" if not placement else
-                      "down" if in_ranges(first_gpu + i, placement.get("gpus_down", [])) else
-                      live_status),
+             "live": _live_of(placement, gpus_down, first_gpu + i, live_status),
              "now": gpu_live[i] if 0 <= i < len(gpu_live) else None}
-            for i, serial, status in m.Accelerator.objects.filter(node_id=pk)
+            for i, serial, status in Accelerator.objects.filter(node_id=pk)
             .order_by("index").values_list("index", "serial", "status")]
     links = [{"port": port, "switch": sw, "switch_index": sw_index, "speed": speed,
               "status": status,
-              "live": ("unknown" if not placement else
-                       "down" if in_ranges(first_gpu + port, placement.get("gpus_down", []))
-                       else "up")}
-             for port, sw, sw_index, speed, status in m.Link.objects.filter(node_id=pk)
+              "live": _live_of(placement, gpus_down, first_gpu + port, "up")}
+             for port, sw, sw_index, speed, status in Link.objects.filter(node_id=pk)
              .order_by("node_port").values_list("node_port", "switch__name", "switch__index",
                                                 "speed_gbps", "status")]
     rack_nodes = [{"id": ids.node(p), "hostname": h, "slot": s} for p, h, s in
-                  m.Node.objects.filter(rack__nodes__pk=pk)
+                  Node.objects.filter(rack__nodes__pk=pk)
                   .order_by("slot").values_list("pk", "hostname", "slot")]
     return render(request, "twin/node.html", {
         "node": {**node, "id": index}, "live_status": live_status, "jobs": jobs, "gpus": gpus,
-        "links": links, "rack_nodes": rack_nodes, "t": placement.get("t"),
-        "exact_holders": exact_holders(placement), "telemetry_missing": telemetry_missing,
+        "links": links, "rack_nodes": rack_nodes,
+        "t": placement["t"] if placement is not None else None,
+        "holders_reported": holders_reported, "telemetry_missing": telemetry_missing,
         "can_act": services_actions.can_act(request.user)})
 
 
@@ -184,14 +201,13 @@ def node_page(request, index: int):
 @require_GET
 def switch_page(request, index: int):
     cluster = _cluster()
-    switch = m.Switch.objects.filter(cluster=cluster, index=index).first()
+    switch = Switch.objects.filter(cluster=cluster, index=index).first()
     if switch is None:
         raise Http404(f"switch {index} does not exist in cluster {cluster.name}")
     _, placement, _ = _live()
     ids = EngineIds(cluster)
-    down = "unknown" if not placement else (
-        "down" if in_ranges(index, placement.get("switches_down", [])) else "up")
-    rows = (m.Link.objects.filter(switch=switch) | m.Link.objects.filter(peer_switch=switch))
+    down = _live_of(placement, placement and placement["switches_down"], index, "up")
+    rows = (Link.objects.filter(switch=switch) | Link.objects.filter(peer_switch=switch))
     links, nodes = [], set()
     for pk, near, near_index, peer, peer_index, node, host, port, speed, status in (
             rows.order_by("id").values_list(
@@ -201,39 +217,40 @@ def switch_page(request, index: int):
         if node is None:
             far, far_index = (peer, peer_index) if near_index == index else (near, near_index)
             engine_link = ids.link(pk)
-            live = ("unknown" if not placement or engine_link is None else
-                    "down" if in_ranges(engine_link, placement.get("links_down", [])) else "up")
+            live = ("unknown" if engine_link is None else
+                    _live_of(placement, placement and placement["links_down"], engine_link, "up"))
             links.append({"pk": pk, "far": far, "switch_index": far_index, "speed": speed,
                           "status": status, "live": live})
         else:
             n = ids.node(node)
             gpu = ids.gpu(node, port)
             nodes.add(n)
-            live = ("unknown" if not placement else
-                    "down" if in_ranges(gpu, placement.get("gpus_down", [])) else "up")
+            live = _live_of(placement, placement and placement["gpus_down"], gpu, "up")
             links.append({"pk": pk, "far": f"{host}:{port}", "node": n, "port": port,
                           "speed": speed, "status": status, "live": live})
     # A leaf carries the traffic of the jobs on the nodes cabled to it; above the leaves the
     # placement does not say which spine or core ECMP hashes a flow onto.
-    crossing = sorted(name for name, job in placement.get("jobs", {}).items()
-                      if any(in_ranges(n, job["nodes"]) for n in nodes))
+    crossing = [] if placement is None else sorted(
+        name for name, job in placement["jobs"].items()
+        if any(in_ranges(n, job["nodes"]) for n in nodes))
     return render(request, "twin/switch.html", {
         "switch": switch, "live_status": down, "links": links, "crossing": crossing,
-        "is_leaf": bool(nodes), "t": placement.get("t")})
+        "is_leaf": bool(nodes), "t": placement["t"] if placement is not None else None})
 
 
 # ----------------------------------------------------------------- a tenant
 @require_GET
 def tenant_page(request, name: str):
     live, placement, frame = _live()
-    row = next((t for t in frame.get("tenants") or [] if t["tenant"] == name), None)
+    row = (next((t for t in frame["tenants"] if t["tenant"] == name), None)
+           if frame is not None else None)
     metric = f"{history.TENANT_PREFIX}{name}.gpus"
     if row is None and (live is None or metric not in history.known(live.inventory)):
         raise Http404(f"no tenant {name!r} in the live twin")
-    running = sorted((n, j) for n, j in placement.get("jobs", {}).items()
-                     if j.get("tenant") == name)
-    queued = [q for q in frame.get("queue") or [] if q.get("tenant") == name]
+    running = [] if placement is None else sorted(
+        (n, j) for n, j in placement["jobs"].items() if j["tenant"] == name)
+    queued = [] if frame is None else [q for q in frame["queue"] if q["tenant"] == name]
     return render(request, "twin/tenant.html", {
         "name": name, "row": row, "metric": metric, "running": running, "queued": queued,
         "share": (row["used_gpus"] / row["quota_gpus"] if row and row["quota_gpus"] else None),
-        "t": placement.get("t")})
+        "t": placement["t"] if placement is not None else None})

@@ -20,8 +20,9 @@ from urllib.parse import quote
 
 from django.db.models import Q
 
-from twin import models as m
+from scheduler.frame_schema import LivePlacement, StoredFrame
 from twin.inventory.adapter import EngineIds
+from twin.inventory.models import Accelerator, Cluster, Link, Node, Rack, Switch
 
 LIMIT = 20
 """Hits shown per kind."""
@@ -95,24 +96,25 @@ def _in_memory(group: Group, names: list, limit: int) -> list:
     return names[:limit]
 
 
-def search(*, cluster: m.Cluster | None, placement: dict, frame: dict, q: str,
+def search(*, cluster: Cluster | None, placement: LivePlacement | None,
+           frame: StoredFrame | None, q: str,
            limit: int = LIMIT) -> list[Group]:
     """Every kind's hits for a clean query ``q`` (see :func:`query_clean`), in :data:`KINDS`
-    order.  ``placement`` and ``frame`` are the live engine's last (``{}`` before one)."""
+    order.  ``placement`` and ``frame`` are the live engine's last (``None`` before one)."""
     groups = {kind: Group(kind, label) for kind, label in KINDS}
     if cluster is not None:
         _inventory(groups, cluster, q, limit)
-    _live(groups, placement or {}, frame or {}, q, limit)
+    _live(groups, placement or None, frame or None, q, limit)
     return list(groups.values())
 
 
-def _inventory(groups: dict[str, Group], cluster: m.Cluster, q: str, limit: int) -> None:
+def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -> None:
     ids = EngineIds(cluster)
 
     def of_node(pk):
         return ids.node(pk) is not None
 
-    for pk, host, gpus in _bounded(groups["node"], m.Node.objects.filter(
+    for pk, host, gpus in _bounded(groups["node"], Node.objects.filter(
             _prefix("hostname", q)).order_by("hostname")
             .values_list("id", "hostname", "accelerator_count"), of_node, limit):
         groups["node"].hits.append({"name": host, "detail": f"{gpus} GPUs",
@@ -121,20 +123,20 @@ def _inventory(groups: dict[str, Group], cluster: m.Cluster, q: str, limit: int)
     host, sep, index = q.rpartition(":")
     by_port = sep and (index.isdigit() or not index)  # hostname:index, hostname:
     if by_port:
-        node_pks = list(m.Node.objects.filter(hostname=host).values_list("id", flat=True))
-        gpus = m.Accelerator.objects.filter(node_id__in=node_pks).order_by("index")
+        node_pks = list(Node.objects.filter(hostname=host).values_list("id", flat=True))
+        gpus = Accelerator.objects.filter(node_id__in=node_pks).order_by("index")
         gpus = gpus.filter(index=int(index)) if index else gpus
     else:
-        gpus = m.Accelerator.objects.filter(_prefix("serial", q)).order_by("serial")
+        gpus = Accelerator.objects.filter(_prefix("serial", q)).order_by("serial")
     rows = _bounded(groups["gpu"], gpus.values_list("node_id", "index", "serial"), of_node,
                     limit)
-    hosts = dict(m.Node.objects.filter(id__in={r[0] for r in rows})
+    hosts = dict(Node.objects.filter(id__in={r[0] for r in rows})
                  .values_list("id", "hostname"))
     for node_pk, i, serial in rows:
         groups["gpu"].hits.append({"name": f"{hosts[node_pk]}:{i}", "detail": serial,
                                    "url": f"/nodes/{ids.node(node_pk)}/#gpu-{i}"})
 
-    switches = m.Switch.objects.filter(cluster=cluster)
+    switches = Switch.objects.filter(cluster=cluster)
     for name, sw_index, tier in _bounded(groups["switch"], switches.filter(_prefix("name", q))
                                          .order_by("name").values_list("name", "index", "tier"),
                                          lambda _: True, limit):
@@ -142,19 +144,19 @@ def _inventory(groups: dict[str, Group], cluster: m.Cluster, q: str, limit: int)
                                       "url": f"/switches/{sw_index}/"})
 
     if by_port:  # a NIC link
-        links = m.Link.objects.filter(node_id__in=node_pks)
+        links = Link.objects.filter(node_id__in=node_pks)
         links = links.filter(node_port=int(index)) if index else links
     else:  # a switch link, by either end's name
         named = list(switches.filter(_prefix("name", q)).order_by("name")
                      .values_list("id", flat=True)[:COUNT_CAP])
-        links = (m.Link.objects.filter(switch_id__in=named, peer_switch__isnull=False)
-                 | m.Link.objects.filter(peer_switch_id__in=named))
+        links = (Link.objects.filter(switch_id__in=named, peer_switch__isnull=False)
+                 | Link.objects.filter(peer_switch_id__in=named))
     rows = _bounded(groups["link"], links.order_by("id").values_list(
         "id", "switch_id", "peer_switch_id", "node_id", "node_port", "speed_gbps"),
         lambda _: True, limit)
-    ends = dict((pk, (name, i)) for pk, name, i in m.Switch.objects.filter(
+    ends = dict((pk, (name, i)) for pk, name, i in Switch.objects.filter(
         id__in={r[1] for r in rows} | {r[2] for r in rows}).values_list("id", "name", "index"))
-    hosts = dict(m.Node.objects.filter(id__in={r[3] for r in rows})
+    hosts = dict(Node.objects.filter(id__in={r[3] for r in rows})
                  .values_list("id", "hostname"))
     for pk, near, peer, node, port, speed in rows:
         far = ends[peer][0] if peer is not None else f"{hosts[node]}:{port}"
@@ -162,24 +164,26 @@ def _inventory(groups: dict[str, Group], cluster: m.Cluster, q: str, limit: int)
                                     "detail": f"{speed:g} Gb/s",
                                     "url": f"/switches/{ends[near][1]}/#link-{pk}"})
 
-    for pk, name in _bounded(groups["rack"], m.Rack.objects.filter(_prefix("name", q))
+    for pk, name in _bounded(groups["rack"], Rack.objects.filter(_prefix("name", q))
                              .order_by("name").values_list("id", "name"),
                              lambda pk: ids.rack(pk) is not None, limit):
         groups["rack"].hits.append({"name": name, "detail": "",
                                     "url": f"/topology/?rack={ids.rack(pk)}"})
 
 
-def _live(groups: dict[str, Group], placement: dict, frame: dict, q: str, limit: int) -> None:
-    states = {name: job.get("state", "") for name, job in placement.get("jobs", {}).items()}
-    for row in frame.get("running_jobs") or []:
-        states.setdefault(row["name"], row.get("state", "running"))
-    for row in frame.get("queue") or []:
+def _live(groups: dict[str, Group], placement: LivePlacement | None,
+          frame: StoredFrame | None, q: str, limit: int) -> None:
+    states = ({} if placement is None else
+              {name: job["state"] for name, job in placement["jobs"].items()})
+    for row in frame["running_jobs"] if frame is not None else ():
+        states.setdefault(row["name"], row["state"])
+    for row in frame["queue"] if frame is not None else ():
         states.setdefault(row["name"], "queued")
     names = sorted(n for n in states if n.startswith(q))
     for name in _in_memory(groups["job"], names, limit):
         groups["job"].hits.append({"name": name, "detail": states[name],
                                    "url": f"/jobs/{quote(name, safe='')}/"})
-    tenants = {t["tenant"]: t for t in frame.get("tenants") or []}
+    tenants = {t["tenant"]: t for t in frame["tenants"]} if frame is not None else {}
     for name in _in_memory(groups["tenant"], sorted(t for t in tenants if t.startswith(q)),
                            limit):
         t = tenants[name]

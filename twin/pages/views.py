@@ -1,4 +1,5 @@
-"""The dashboard's pages: overview, topology, jobs, failures, events, drills, and the error pages."""
+"""The dashboard's pages: overview, topology, jobs, failures, events, drills, and the error
+pages."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from twin.api.bodies import json_error
 from twin.api.heatmap import heatmap_names
-from twin.api.views import DRILLS_LIMIT, PAGE_MAX
+from twin.api.views import PAGE_MAX
 from twin.control import actions as services_actions
 from twin.control import selectors as control_selectors
 from twin.control import services
+from twin.control.drills_api import DRILLS_LIMIT
 from twin.control.forms import KIND_BOUNDS, KIND_PARAMS, DrillForm
 from twin.control.permissions import DRILLS_DENIED, can_run_drills
 from twin.inventory import floor
@@ -24,7 +26,7 @@ from twin.live import selectors as live_selectors
 # ----------------------------------------------------------------- pages
 @require_GET
 def home(request):
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     summary = inventory_selectors.inventory_summary(cluster=cluster) if cluster else None
     return render(request, "twin/home.html",
                   {"summary": summary, "can_steer": can_run_drills(request.user)})
@@ -32,7 +34,7 @@ def home(request):
 
 @require_GET
 def topology(request):
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     rack_map = floor.rack_floor_map(cluster=cluster) if cluster else {"racks": []}
     return render(request, "twin/topology.html", {"cluster": cluster, "rack_map": rack_map,
                                                   "names": heatmap_names(cluster=cluster)})
@@ -84,7 +86,7 @@ def drills(request):
     else:
         form = DrillForm(initial={k: v for k, v in request.GET.items()
                                   if k in ("kind", "target")})
-    cluster = inventory_selectors.cluster_current()
+    cluster = live_selectors.cluster_current()
     recent = control_selectors.drills_recent(DRILLS_LIMIT)
     return render(request, "twin/drills.html", {
         "form": form, "drills": recent,

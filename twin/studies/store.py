@@ -26,15 +26,15 @@ from scheduler.reliability.profiles import PROFILES
 from scheduler.study.figures import whatif_figures
 from scheduler.study.spec import SpecError, StudySpec, check_spec, load_spec_text
 from scheduler.study.summary import summarise_values
-from twin import models as m
-from twin.config.conf import app_setting
+from twin import app_setting
+from twin.studies.models import Study, StudyRun, WhatIf
 from twin.studies.report import write_all
 from twin.studies.runner import RunRecord, StudyError, StudyOutcome, run_study
 from twin.studies.whatif import owner_gone
 
 STUDY_DENIED = "studies are started by staff with the twin.run_drill permission"
 TOKEN = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-_OPEN = (m.Study.Status.PENDING, m.Study.Status.RUNNING)
+_OPEN = (Study.Status.PENDING, Study.Status.RUNNING)
 _threads: dict[int, threading.Thread] = {}
 
 
@@ -67,41 +67,41 @@ def _study_dir(pk: int) -> Path:
     return Path(app_setting("STUDY_DIR")) / str(pk)
 
 
-def study_launch(*, user, spec: StudySpec, origin: str = m.Study.Origin.SPEC) -> m.Study:
+def study_launch(*, user, spec: StudySpec, origin: str = Study.Origin.SPEC) -> Study:
     """Record ``spec`` as a study and start it in the background (staff only)."""
     if not can_start_study(user):
         raise PermissionDenied(STUDY_DENIED)
     with transaction.atomic():
-        study = m.Study.objects.create(
+        study = Study.objects.create(
             name=spec.name, description=spec.description, origin=origin, spec=spec.source,
             requested_by=user, total_runs=len(spec.runs()))
         study.out_dir = str(_study_dir(study.pk))
         study.save(update_fields=["out_dir"])
-        m.StudyRun.objects.bulk_create(m.StudyRun(study=study, arm=a.name, seed=s)
+        StudyRun.objects.bulk_create(StudyRun(study=study, arm=a.name, seed=s)
                                        for a, s in spec.runs())
     _start(study, spec)
     return study
 
 
-def study_resume(*, user, study: m.Study) -> m.Study:
+def study_resume(*, user, study: Study) -> Study:
     """Run again what an interrupted or failed study has not finished (staff only)."""
     if not can_start_study(user):
         raise PermissionDenied(STUDY_DENIED)
-    if study.origin == m.Study.Origin.WHATIF or not study.out_dir:
+    if study.origin == Study.Origin.WHATIF or not study.out_dir:
         raise ValidationError("this study has no runs of its own to resume")
     if study.status in _OPEN:
         raise ValidationError("this study is still running")
     spec = spec_check(data=study.spec)
-    m.StudyRun.objects.filter(study=study).exclude(status__in=("done", "kept")).update(
-        status=m.StudyRun.Status.PENDING, error="")
-    m.Study.objects.filter(pk=study.pk).update(status=m.Study.Status.PENDING, error="",
+    StudyRun.objects.filter(study=study).exclude(status__in=("done", "kept")).update(
+        status=StudyRun.Status.PENDING, error="")
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.PENDING, error="",
                                                finished_at=None)
     _start(study, spec)
     study.refresh_from_db()
     return study
 
 
-def _start(study: m.Study, spec: StudySpec) -> None:
+def _start(study: Study, spec: StudySpec) -> None:
     t = threading.Thread(target=_run, args=(study.pk, spec), name=f"study-{study.pk}",
                          daemon=True)
     _threads[study.pk] = t
@@ -111,7 +111,7 @@ def _start(study: m.Study, spec: StudySpec) -> None:
 def _run(pk: int, spec: StudySpec) -> None:
     close_old_connections()
     try:
-        m.Study.objects.filter(pk=pk).update(status=m.Study.Status.RUNNING, owner=TOKEN,
+        Study.objects.filter(pk=pk).update(status=Study.Status.RUNNING, owner=TOKEN,
                                              started_at=timezone.now())
         workers = app_setting("STUDY_WORKERS") or max(1, (os.cpu_count() or 2) - 1)
 
@@ -123,16 +123,16 @@ def _run(pk: int, spec: StudySpec) -> None:
                                 scheduler=app_setting("STUDY_SCHEDULER") or None,
                                 workers=workers, on_run=on_run)
         except StudyError as exc:
-            m.Study.objects.filter(pk=pk).update(status=m.Study.Status.ERROR, error=str(exc),
+            Study.objects.filter(pk=pk).update(status=Study.Status.ERROR, error=str(exc),
                                                  finished_at=timezone.now())
             return
         res = write_all(spec, outcome, _study_dir(pk))
-        m.Study.objects.filter(pk=pk).update(
-            status=m.Study.Status.PARTIAL if outcome.failed else m.Study.Status.DONE,
+        Study.objects.filter(pk=pk).update(
+            status=Study.Status.PARTIAL if outcome.failed else Study.Status.DONE,
             summary=res["summary"], where=outcome.where[:200], finished_at=timezone.now(),
             failed_runs=outcome.failed)
     except Exception as exc:  # noqa: BLE001 - the row says why; the web process goes on
-        m.Study.objects.filter(pk=pk).update(status=m.Study.Status.ERROR,
+        Study.objects.filter(pk=pk).update(status=Study.Status.ERROR,
                                              error=f"{exc.__class__.__name__}: {exc}"[:2000],
                                              finished_at=timezone.now())
     finally:
@@ -141,11 +141,11 @@ def _run(pk: int, spec: StudySpec) -> None:
 
 
 def _record_run(pk: int, rec: RunRecord) -> None:
-    m.StudyRun.objects.filter(study_id=pk, arm=rec.arm, seed=rec.seed).update(
+    StudyRun.objects.filter(study_id=pk, arm=rec.arm, seed=rec.seed).update(
         status=rec.status, figures=rec.figures, error=rec.error[:2000], wall_s=rec.wall_s,
         worker=rec.worker[:200])
-    runs = m.StudyRun.objects.filter(study_id=pk)
-    m.Study.objects.filter(pk=pk).update(
+    runs = StudyRun.objects.filter(study_id=pk)
+    Study.objects.filter(pk=pk).update(
         done_runs=runs.filter(status__in=("done", "kept")).count(),
         failed_runs=runs.filter(status="failed").count())
 
@@ -162,38 +162,38 @@ def study_wait(pk: int, timeout: float | None = None) -> bool:
 def study_reap() -> int:
     """Open studies whose web process is gone from this host read ``interrupted``."""
     reaped = 0
-    for row in m.Study.objects.filter(status__in=_OPEN).only("pk", "owner"):
+    for row in Study.objects.filter(status__in=_OPEN).only("pk", "owner"):
         if row.owner and owner_gone(row.owner, TOKEN):
-            reaped += m.Study.objects.filter(pk=row.pk, status__in=_OPEN).update(
-                status=m.Study.Status.INTERRUPTED, finished_at=timezone.now(),
+            reaped += Study.objects.filter(pk=row.pk, status__in=_OPEN).update(
+                status=Study.Status.INTERRUPTED, finished_at=timezone.now(),
                 error="the web process running it stopped; resume runs what is missing")
     return reaped
 
 
 def study_record(*, spec: StudySpec, outcome: StudyOutcome, results: dict,
-                 user=None) -> m.Study:
+                 user=None) -> Study:
     """Store a study run elsewhere (``manage.py study run --save``) with its runs."""
     with transaction.atomic():
-        study = m.Study.objects.create(
-            name=spec.name, description=spec.description, origin=m.Study.Origin.CLI,
+        study = Study.objects.create(
+            name=spec.name, description=spec.description, origin=Study.Origin.CLI,
             spec=spec.source, requested_by=user, total_runs=len(spec.runs()),
             done_runs=len(outcome.records) - outcome.failed, failed_runs=outcome.failed,
             summary=results["summary"], where=outcome.where[:200],
-            status=m.Study.Status.PARTIAL if outcome.failed else m.Study.Status.DONE,
+            status=Study.Status.PARTIAL if outcome.failed else Study.Status.DONE,
             started_at=timezone.now(), finished_at=timezone.now())
-        m.StudyRun.objects.bulk_create(
-            m.StudyRun(study=study, arm=r.arm, seed=r.seed, status=r.status,
+        StudyRun.objects.bulk_create(
+            StudyRun(study=study, arm=r.arm, seed=r.seed, status=r.status,
                        figures=r.figures, error=r.error, wall_s=r.wall_s, worker=r.worker)
             for r in outcome.records)
     return study
 
 
-def whatif_save_as_study(*, user, whatif: m.WhatIf) -> m.Study:
+def whatif_save_as_study(*, user, whatif: WhatIf) -> Study:
     """A finished what-if as a two-arm study (baseline, action) with intervals and verdicts;
     its seeds are the what-if's seeds, and both arms of a seed fork the same state."""
     if not can_start_study(user):
         raise PermissionDenied(STUDY_DENIED)
-    if whatif.status != m.WhatIf.Status.DONE or not whatif.result.get("per_seed"):
+    if whatif.status != WhatIf.Status.DONE or not whatif.result.get("per_seed"):
         raise ValidationError("only a finished what-if can be saved as a study")
     res = whatif.result
     seeds = [s["seed"] for s in res["per_seed"]]
@@ -207,16 +207,16 @@ def whatif_save_as_study(*, user, whatif: m.WhatIf) -> m.Study:
                                figs, values)
     name = f"what-if #{whatif.pk}"
     with transaction.atomic():
-        study = m.Study.objects.create(
-            name=name, origin=m.Study.Origin.WHATIF, whatif=whatif, requested_by=user,
+        study = Study.objects.create(
+            name=name, origin=Study.Origin.WHATIF, whatif=whatif, requested_by=user,
             description=(f"forked from the live twin at t={res['from']['t_sim']:,.0f} s, "
                          f"{res['hours']:g} h forward; action: {action}"),
             spec={"whatif": whatif.pk, "action": action, "hours": res["hours"],
                   "seeds": seeds}, total_runs=2 * len(seeds), done_runs=2 * len(seeds),
-            summary=summary, status=m.Study.Status.DONE, where="what-if worker",
+            summary=summary, status=Study.Status.DONE, where="what-if worker",
             started_at=whatif.started_at, finished_at=whatif.finished_at)
-        m.StudyRun.objects.bulk_create(
-            m.StudyRun(study=study, arm=arm, seed=seed, status=m.StudyRun.Status.DONE,
+        StudyRun.objects.bulk_create(
+            StudyRun(study=study, arm=arm, seed=seed, status=StudyRun.Status.DONE,
                        figures=values[(arm, seed)])
             for (arm, seed) in values)
     return study

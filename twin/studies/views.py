@@ -18,9 +18,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from scheduler.presets import PRESETS
 from scheduler.study.spec import SCENARIO_FIELDS
-from twin import models as m
 from twin.api.bodies import json_object
 from twin.studies import store
+from twin.studies.models import Study, WhatIf
 
 LIST_LIMIT = 50
 VARY = ("oversubscription", "spares", "policy", "placement", "checkpoint_interval", "recovery",
@@ -100,8 +100,8 @@ def studies_page(request):
                 else:
                     spec = store.spec_check(data=bound.spec_data())
                 study = store.study_launch(user=request.user, spec=spec,
-                                           origin=m.Study.Origin.SPEC if is_spec
-                                           else m.Study.Origin.FORM)
+                                           origin=Study.Origin.SPEC if is_spec
+                                           else Study.Origin.FORM)
             except ValidationError as exc:
                 bound.add_error(None, exc)
             else:
@@ -109,19 +109,19 @@ def studies_page(request):
                 return redirect("study", pk=study.pk)
     return render(request, "twin/studies.html", {
         "form": form, "spec_form": spec_form, "can_start": can_start,
-        "studies": m.Study.objects.select_related("requested_by")[:LIST_LIMIT],
+        "studies": Study.objects.select_related("requested_by")[:LIST_LIMIT],
         "fields": SCENARIO_FIELDS,
     }, status=400 if request.method == "POST" else 200)
 
 
-def _study(pk: int) -> m.Study:
-    study = m.Study.objects.filter(pk=pk).select_related("requested_by", "whatif").first()
+def _study(pk: int) -> Study:
+    study = Study.objects.filter(pk=pk).select_related("requested_by", "whatif").first()
     if study is None:
         raise Http404(f"study {pk} does not exist")
     return study
 
 
-def study_json(study: m.Study, *, runs: bool = True) -> dict:
+def study_json(study: Study, *, runs: bool = True) -> dict:
     out = {"id": study.pk, "name": study.name, "status": study.status,
            "status_text": study.get_status_display(), "origin": study.origin,
            "total_runs": study.total_runs, "done_runs": study.done_runs,
@@ -191,7 +191,7 @@ def study_file(request, pk: int, name: str):
 
 @require_POST
 def whatif_save(request, pk: int):
-    row = m.WhatIf.objects.filter(pk=pk).first()
+    row = WhatIf.objects.filter(pk=pk).first()
     if row is None:
         raise Http404(f"what-if {pk} does not exist")
     try:
@@ -215,7 +215,7 @@ def api_studies(request):
     if request.method == "GET":
         store.study_reap()
         return JsonResponse({"studies": [study_json(s, runs=False) for s in
-                                         m.Study.objects.all()[:LIST_LIMIT]]})
+                                         Study.objects.all()[:LIST_LIMIT]]})
     if not store.can_start_study(request.user):
         return _error(store.STUDY_DENIED, 403)
     shape = 'send {"spec": "<YAML or JSON text>"} or {"spec": {...}}'
@@ -241,7 +241,7 @@ def api_studies(request):
 
 @require_GET
 def api_study(request, pk: int):
-    study = m.Study.objects.filter(pk=pk).first()
+    study = Study.objects.filter(pk=pk).first()
     if study is None:
         return _error(f"study {pk} does not exist", 404)
     return JsonResponse(study_json(study))

@@ -35,9 +35,10 @@ from django.db import connections
 from django.utils import timezone
 
 from scheduler.control.whatif import HOURS, SEED, SEEDS, action_check, whatif
-from twin import models as m
+from scheduler.snapshot import loads as engine_loads
 from twin.live import selectors
-from twin.live.snapshots import engine_unpickle
+from twin.live.models import EngineSnapshot
+from twin.studies.models import WhatIf
 
 WORKERS = 2
 """Processes in the pool: what-ifs run two at a time, the rest wait (shown ``running``)."""
@@ -47,7 +48,7 @@ WHATIF_DENIED = "what-ifs are started by staff with the twin.run_drill permissio
 TOKEN = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 """This web process, as the rows it runs name it (the pid alone may be reused)."""
 
-_OPEN = (m.WhatIf.Status.PENDING, m.WhatIf.Status.RUNNING)
+_OPEN = (WhatIf.Status.PENDING, WhatIf.Status.RUNNING)
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _done: dict[int, threading.Event] = {}
@@ -83,9 +84,9 @@ def whatif_params_check(params) -> dict:
 
 
 # ----------------------------------------------------------------- the snapshot
-def whatif_snapshot_latest() -> m.EngineSnapshot | None:
+def whatif_snapshot_latest() -> EngineSnapshot | None:
     """The live engine's newest snapshot (its data deferred): what a what-if forks."""
-    return m.EngineSnapshot.objects.defer("data").order_by("-id").first()
+    return EngineSnapshot.objects.defer("data").order_by("-id").first()
 
 
 def snapshot_age(snap, live) -> dict:
@@ -98,7 +99,7 @@ def snapshot_age(snap, live) -> dict:
 
 
 # ----------------------------------------------------------------- start
-def whatif_start(*, user, params) -> m.WhatIf:
+def whatif_start(*, user, params) -> WhatIf:
     """Check ``params`` (:func:`whatif_params_check`), record a ``WhatIf`` and run it in the
     worker pool; returns the row (``running``).  ``PermissionDenied`` for a user who may not
     start one, ``ValidationError`` (one message, nothing written) for bad parameters or when
@@ -113,11 +114,11 @@ def whatif_start(*, user, params) -> m.WhatIf:
                               "the newest one (try again after the first snapshot interval)",
                               code="no_snapshot")
     live = selectors.live_state_get()
-    row = m.WhatIf.objects.create(
+    row = WhatIf.objects.create(
         requested_by=user, params={**checked, "snapshot": snapshot_age(snap, live)},
-        status=m.WhatIf.Status.RUNNING, started_at=timezone.now(), t_sim=snap.t_sim,
+        status=WhatIf.Status.RUNNING, started_at=timezone.now(), t_sim=snap.t_sim,
         seq=None if live is None else live.seq, owner=TOKEN)
-    blob = m.EngineSnapshot.objects.filter(pk=snap.pk).values_list("data", flat=True).first()
+    blob = EngineSnapshot.objects.filter(pk=snap.pk).values_list("data", flat=True).first()
     submit(row.pk, bytes(blob or b""), checked)
     return row
 
@@ -161,7 +162,7 @@ def _pool_drop(broken: ProcessPoolExecutor | None) -> None:
 def _work(blob: bytes, action, hours: float, seeds: list[int]) -> dict:
     """In the worker process: the snapshot's engine and the what-if's report."""
     try:
-        engine = engine_unpickle(blob)
+        engine = engine_loads(blob)
     except Exception as exc:  # any corruption of the blob: zlib, pickle, missing classes
         raise ValueError(f"the snapshot cannot be loaded ({type(exc).__name__}: {exc})") from None
     return whatif(engine, action, hours=hours, seeds=seeds)
@@ -193,11 +194,11 @@ def _record(pk: int, *, result: dict | None = None, error: str = "") -> None:
     """End what-if ``pk`` (unless something already did): done with ``result``, or error."""
     fields = {"finished_at": timezone.now()}
     if error:
-        fields.update(status=m.WhatIf.Status.ERROR, error=error[:2000])
+        fields.update(status=WhatIf.Status.ERROR, error=error[:2000])
     else:
-        fields.update(status=m.WhatIf.Status.DONE, result=result)
+        fields.update(status=WhatIf.Status.DONE, result=result)
     try:
-        m.WhatIf.objects.filter(pk=pk, status__in=_OPEN).update(**fields)
+        WhatIf.objects.filter(pk=pk, status__in=_OPEN).update(**fields)
     finally:
         event = _done.pop(pk, None)
         if event is not None:
@@ -237,7 +238,7 @@ def whatif_reap() -> int:
     host, and any older than :data:`TIMEOUT_S`.  Returns how many."""
     cutoff = timezone.now() - timedelta(seconds=TIMEOUT_S)
     reaped = 0
-    for row in m.WhatIf.objects.filter(status__in=_OPEN).only("pk", "owner", "started_at",
+    for row in WhatIf.objects.filter(status__in=_OPEN).only("pk", "owner", "started_at",
                                                               "requested_at"):
         why = ""
         if owner_gone(row.owner, TOKEN):
@@ -246,25 +247,25 @@ def whatif_reap() -> int:
         if not why and (row.started_at or row.requested_at) < cutoff:
             why = f"no result after {TIMEOUT_S / 3600:g} hours"
         if why:
-            reaped += m.WhatIf.objects.filter(pk=row.pk, status__in=_OPEN).update(
-                status=m.WhatIf.Status.ERROR, error=f"abandoned: {why}",
+            reaped += WhatIf.objects.filter(pk=row.pk, status__in=_OPEN).update(
+                status=WhatIf.Status.ERROR, error=f"abandoned: {why}",
                 finished_at=timezone.now())
     return reaped
 
 
 # ----------------------------------------------------------------- reads
-def whatif_recent(limit: int = 20) -> list[m.WhatIf]:
+def whatif_recent(limit: int = 20) -> list[WhatIf]:
     """The newest what-ifs (stale open rows marked failed first)."""
     whatif_reap()
-    return list(m.WhatIf.objects.select_related("requested_by").defer("result")[:limit])
+    return list(WhatIf.objects.select_related("requested_by").defer("result")[:limit])
 
 
-def whatif_get(pk: int) -> m.WhatIf | None:
+def whatif_get(pk: int) -> WhatIf | None:
     whatif_reap()
-    return m.WhatIf.objects.select_related("requested_by").filter(pk=pk).first()
+    return WhatIf.objects.select_related("requested_by").filter(pk=pk).first()
 
 
-def whatif_json(row: m.WhatIf, *, viewer, result: bool = True) -> dict:
+def whatif_json(row: WhatIf, *, viewer, result: bool = True) -> dict:
     """A what-if as the API shows it; who asked is shown to staff and the requester only."""
     named = row.requested_by is not None and (viewer.is_staff
                                               or row.requested_by_id == viewer.pk)

@@ -7,17 +7,17 @@ import sys
 import time
 
 from django.db import transaction
+from tqdm import tqdm
+
 from scheduler.fabric.dragonfly import max_groups
 from scheduler.fabric.fattree import fat_tree_capacity
 from scheduler.fabric.rail import rail_capacity
-from tqdm import tqdm
-
 from scheduler.hardware.catalog import get as get_model
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.limits.bounds import CLUSTER_GPUS, RADIX, Bound
 from scheduler.presets import PRESETS, get_preset
-from twin import models as m
 from twin.inventory.adapter import cluster_plan_write, plan_row_count
+from twin.inventory.models import Cluster
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
 FABRICS = ("fat-tree", "dragonfly+", "rail", "dragonfly")
@@ -73,7 +73,7 @@ class Command(OneLineCommand):
         parser.add_argument("--json", metavar="PATH|-", help="write the summary as JSON")
 
     def handle(self, *args, **opts):
-        if opts["if_empty"] and not opts["dry_run"] and m.Cluster.objects.exists():
+        if opts["if_empty"] and not opts["dry_run"] and Cluster.objects.exists():
             self.stdout.write("A cluster already exists; nothing to build.")
             return
         json_path = output_path("--json", opts["json"])  # before anything is written
@@ -135,7 +135,7 @@ class Command(OneLineCommand):
                             fabric_kind=fabric, fabric_kw=kw)
 
     def _write(self, plan, *, replace):
-        if m.Cluster.objects.filter(name=plan.name).exists() and not replace:
+        if Cluster.objects.filter(name=plan.name).exists() and not replace:
             raise refuse(f"cluster {plan.name!r} already exists; pass --replace to "
                          "rebuild it")
         with tqdm(total=plan_row_count(plan), unit="rows", desc=f"writing {plan.name}",

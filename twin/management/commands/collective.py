@@ -19,17 +19,17 @@ import re
 import sys
 
 from django.core.management.base import BaseCommand
-from scheduler.physics.collectives import algorithms, collective, scaleout_link, scaleup_link
-from scheduler.fabric.topology import KINDS
 
+from scheduler.fabric.topology import KINDS
 from scheduler.hardware.catalog import get as get_model
+from scheduler.limits import checks
 from scheduler.limits.bounds import (
     CLUSTER_GPUS,
     COLLECTIVE_BYTES,
     NIC_GBPS,
     OVERSUBSCRIPTION,
-    Bound,
 )
+from scheduler.physics.collectives import algorithms, collective, scaleout_link, scaleup_link
 from scheduler.presets import PRESETS, get_preset
 from twin.management.one_line import output_path, output_write, refuse
 
@@ -53,13 +53,14 @@ def parse_bytes(raw: str) -> float:
         raise refuse(message) from None
     if not (math.isfinite(value) and value > 0):
         raise refuse(message)
-    return _within("--bytes", value, COLLECTIVE_BYTES)
+    return _checked(checks.within, "--bytes", value, COLLECTIVE_BYTES)
 
 
-def _within(flag: str, value, bound: Bound):
-    """``value`` inside its documented bound (:mod:`scheduler.limits.bounds`)."""
+def _checked(parse, *args, **kwargs):
+    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`, with the documented bounds
+    of :mod:`scheduler.limits.bounds`); a bad flag is one line."""
     try:
-        return bound.check(flag, value)
+        return parse(*args, **kwargs)
     except ValueError as exc:
         raise refuse(str(exc)) from None
 
@@ -74,40 +75,19 @@ def _size(nbytes: float) -> str:
 def _gpus(raw: str | None) -> int:
     if raw is None:
         raise refuse("--gpus is required (a positive integer)")
-    message = f"--gpus must be a positive integer, not {raw!r}"
-    try:
-        value = int(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if value < 1:
-        raise refuse(message)
-    return _within("--gpus", value, CLUSTER_GPUS)
+    return _checked(checks.integer_from_text, "--gpus", raw, at_least=1, bound=CLUSTER_GPUS)
 
 
 def _nic_gbps(raw: str | None) -> float:
     if raw is None:
         return 400.0
-    message = f"--nic-gbps must be a positive number of Gb/s such as 400, not {raw!r}"
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if not (math.isfinite(value) and value > 0):
-        raise refuse(message)
-    return _within("--nic-gbps", value, NIC_GBPS)
+    return _checked(checks.number_from_text, "--nic-gbps", raw, above=0, bound=NIC_GBPS,
+                    expect="a positive number of Gb/s such as 400")
 
 
 def _oversubscription(raw: str | None) -> float | None:
-    if raw is None:
-        return None
-    message = f"--oversubscription must be a ratio >= 1 such as 7, not {raw!r}"
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if not (math.isfinite(value) and value >= 1):
-        raise refuse(message)
-    return _within("--oversubscription", value, OVERSUBSCRIPTION)
+    return _checked(checks.optional, checks.number_from_text, "--oversubscription", raw,
+                    at_least=1, bound=OVERSUBSCRIPTION, expect="a ratio >= 1 such as 7")
 
 
 class Command(BaseCommand):

@@ -1,6 +1,7 @@
 """``export_topology``: write a cluster's Slurm topology or Kubernetes labels from the inventory.
 
-The formats and every choice in them are described in :mod:`twin.inventory.topology_export`; this command
+The formats and every choice in them are described in :mod:`twin.inventory.topology_export`; this
+command
 checks the flags, picks the cluster, and writes the files atomically.
 """
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from django.db import DatabaseError
 
-from twin import models as m
+from twin.inventory.models import Cluster
 from twin.inventory.topology_export import (
     FORMATS,
     GRES_CONF,
@@ -70,8 +71,8 @@ class Command(OneLineCommand):
                           f"{fmt}: {', '.join(str(p) for p in files)} "
                           f"({time.perf_counter() - started:.2f} s)")
 
-    def _cluster(self, name: str | None) -> m.Cluster:
-        names = list(m.Cluster.objects.order_by("name").values_list("name", flat=True))
+    def _cluster(self, name: str | None) -> Cluster:
+        names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
         if not names:
             raise refuse("no cluster in the database; build one with manage.py build_cluster")
         if name is None:
@@ -81,4 +82,4 @@ class Command(OneLineCommand):
             name = names[0]
         if name not in names:
             raise refuse(f"unknown cluster {name!r}; the database holds: {', '.join(names)}")
-        return m.Cluster.objects.get(name=name)
+        return Cluster.objects.get(name=name)

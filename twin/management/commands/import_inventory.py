@@ -1,7 +1,7 @@
 """``import_inventory``: write a cluster from a JSON, CSV or NetBox inventory, or from Slurm.
 
 The layouts are described in :mod:`twin.inventory.importer`, :mod:`twin.inventory.formats` and
-:mod:`twin.inventory.slurm_import`.  Every row is checked before anything is written; the errors go to
+:mod:`twin.mirror.slurm_import`.  Every row is checked before anything is written; the errors go to
 stderr one per line (the first :data:`~twin.inventory.importer.MAX_ERRORS`) and the command
 exits with status 2, the database as it was.
 """
@@ -20,9 +20,10 @@ from twin.inventory.formats import (
     inventory_from_json,
     inventory_from_netbox,
 )
-from twin.inventory.importer import MAX_ERRORS, InventoryError, inventory_import
-from twin.inventory.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
+from twin.inventory.import_write import inventory_import
+from twin.inventory.importer import MAX_ERRORS, InventoryError
 from twin.management.one_line import OneLineCommand, refuse
+from twin.mirror.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
 
 FORMATS = ("json", "csv", "netbox")
 

@@ -18,9 +18,9 @@ one is one line and exit status 2; ``--json PATH|-`` writes the answer as JSON.
 from __future__ import annotations
 
 import json
-import math
 import sys
 
+from scheduler.limits import checks
 from scheduler.limits.bounds import CLUSTER_GPUS, Bound
 from scheduler.reliability import analysis as ra
 from scheduler.reliability.failures import MODES
@@ -48,36 +48,25 @@ def load_modes(name: str | None) -> tuple[str, tuple]:
     return profile.name, tuple(profile.modes)
 
 
+def _checked(parse, *args, **kwargs):
+    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); a bad flag is one line."""
+    try:
+        return parse(*args, **kwargs)
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+
+
 def _number(flag: str, raw: str | None, *, default: float | None = None, low: float = 0.0,
             strict: bool = False, high: float = MAX_SECONDS) -> float | None:
     if raw is None:
         return default
-    sign = ">" if strict else ">="
-    message = f"{flag} must be a number {sign} {low:g} and <= {high:g}, not {raw!r}"
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if not (math.isfinite(value) and (value > low if strict else value >= low)
-            and value <= high):
-        raise refuse(message)
-    return value
+    lower = {"above": low} if strict else {"at_least": low}
+    return _checked(checks.number_from_text, flag, raw, at_most=high, **lower)
 
 
 def _integer(flag: str, raw: str, bound: Bound | None = None, low: int = 1) -> int:
-    message = f"{flag} must be an integer >= {low}, not {raw!r}"
-    try:
-        value = int(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if value < low:
-        raise refuse(message)
-    if bound is not None:
-        try:
-            bound.check(flag, value)
-        except ValueError as exc:
-            raise refuse(str(exc)) from None
-    return value
+    return _checked(checks.integer_from_text, flag, raw, at_least=low, bound=bound,
+                    expect=f"an integer >= {low}")
 
 
 def _size(opts) -> tuple[int, int]:
@@ -92,7 +81,7 @@ def _size(opts) -> tuple[int, int]:
 
 
 def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
+    return x if checks.is_finite(x) else None
 
 
 class Command(OneLineCommand):

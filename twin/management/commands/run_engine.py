@@ -14,6 +14,7 @@ from twin.config.checks import IN_MEMORY_LAYER, channel_layer_backend
 from twin.live.driver import EngineDriver, EngineStartError
 from twin.live.engine_commands import SPEED_MAX
 from twin.management.one_line import OneLineCommand, refuse
+from twin.mirror.poller import live_driver
 
 PROGRESS_EVERY_S = 10.0
 
@@ -44,7 +45,7 @@ class Command(OneLineCommand):
         if channel_layer_backend() == IN_MEMORY_LAYER:
             self.stderr.write("warning: in-memory channel layer: no web process will see these "
                               "frames (set REDIS_URL)")
-        driver = EngineDriver(preset=opts["preset"], speed=speed)
+        driver = live_driver(preset=opts["preset"], speed=speed)
         asyncio.run(self._run(driver))
 
     async def _run(self, driver: EngineDriver) -> None:

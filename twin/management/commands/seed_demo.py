@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from twin.config.conf import app_setting
+from twin import app_setting
 from twin.config.demo import DEMO_ACCOUNTS, demo_accounts_seed
 
 

@@ -7,11 +7,11 @@ flags, shows progress, prints a summary and writes the JSON report.
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 from tqdm import tqdm
 
+from scheduler.limits import checks
 from scheduler.presets import PRESETS
 from scheduler.reliability.profiles import PROFILES
 from scheduler.scheduling.placement import STRATEGIES
@@ -21,29 +21,20 @@ from scheduler.workload.traces import TraceError
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
 
-def _days(raw: str) -> float:
-    message = f"--days must be a number > 0 and <= {MAX_DAYS:g}, not {raw!r}"
+def _checked(parse, *args, **kwargs):
+    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); a bad flag is one line."""
     try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if not (math.isfinite(value) and 0 < value <= MAX_DAYS):
-        raise refuse(message)
-    return value
+        return parse(*args, **kwargs)
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+
+
+def _days(raw: str) -> float:
+    return _checked(checks.number_from_text, "--days", raw, above=0, at_most=MAX_DAYS)
 
 
 def _integer(flag: str, raw: str | None, *, minimum: int) -> int | None:
-    if raw is None:
-        return None
-    kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-    message = f"{flag} must be {kind}, not {raw!r}"
-    try:
-        value = int(raw)
-    except ValueError:
-        raise refuse(message) from None
-    if value < minimum:
-        raise refuse(message)
-    return value
+    return _checked(checks.optional, checks.integer_from_text, flag, raw, at_least=minimum)
 
 
 def _on_off(flag: str, raw: str) -> bool:
@@ -55,60 +46,28 @@ def _on_off(flag: str, raw: str) -> bool:
 def _interval(raw: str | None):
     if raw is None or raw in ("auto", "job"):
         return raw
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"--checkpoint-interval must be auto, job or seconds, not {raw!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise refuse(f"--checkpoint-interval must be auto, job or seconds > 0, not {raw!r}")
-    return value
+    return _checked(checks.number_from_text, "--checkpoint-interval", raw, above=0,
+                    expect="auto, job or seconds > 0", unparsable="auto, job or seconds")
 
 
 def _load(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"--load must be a positive number, not {raw!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise refuse(f"--load must be a positive number, not {raw!r}")
-    return value
+    return _checked(checks.number_from_text, "--load", raw, above=0)
 
 
 def _ratio(raw: str | None) -> float | None:
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"--oversubscription must be a number >= 1, not {raw!r}") from None
-    if not (math.isfinite(value) and value >= 1):
-        raise refuse(f"--oversubscription must be a number >= 1, not {raw!r}")
-    return value
+    return _checked(checks.optional, checks.number_from_text, "--oversubscription", raw,
+                    at_least=1)
 
 
 def _seconds(flag: str, raw: str | None) -> float | None:
     """A restart part in seconds (its bound is the scenario's: one line if out of it)."""
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"{flag} must be a number of seconds, not {raw!r}") from None
-    if not math.isfinite(value):
-        raise refuse(f"{flag} must be a finite number of seconds, not {raw!r}")
-    return value
+    return _checked(checks.optional, checks.number_from_text, flag, raw,
+                    expect="a finite number of seconds", unparsable="a number of seconds")
 
 
 def _fraction(raw: str | None) -> float | None:
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"--spares must be a fraction in [0, 1), not {raw!r}") from None
-    if not 0 <= value < 1:
-        raise refuse(f"--spares must be a fraction in [0, 1), not {raw!r}")
-    return value
+    return _checked(checks.optional, checks.number_from_text, "--spares", raw, at_least=0,
+                    below=1, expect="a fraction in [0, 1)")
 
 
 def _table(headers: tuple[str, ...], rows: list[tuple], *, labels: bool = True,

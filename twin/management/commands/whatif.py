@@ -9,7 +9,6 @@ a new engine of that preset, run ``--warm-hours`` first), checks the flags as th
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 from django.core.exceptions import ValidationError
@@ -17,24 +16,23 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from scheduler.control.whatif import whatif
+from scheduler.limits import checks
 from scheduler.presets import PRESETS
 from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError
+from scheduler.snapshot import loads as engine_loads
 from twin.live import selectors
-from twin.live.snapshots import engine_unpickle
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 from twin.studies import whatif as service
 
 
 def _number(flag: str, raw: str, cast=float):
     try:
-        value = cast(raw)
-    except ValueError:
-        raise refuse(f"{flag} must be a{'n integer' if cast is int else ' number'}, "
-                     f"not {raw!r}") from None
-    if cast is float and not math.isfinite(value):
-        raise refuse(f"{flag} must be a finite number, not {raw!r}")
-    return value
+        if cast is int:
+            return checks.integer_from_text(flag, raw)
+        return checks.number_from_text(flag, raw, unparsable="a number")
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -159,7 +157,7 @@ class Command(OneLineCommand):
                                                "live frame"))
         data = type(snap).objects.filter(pk=snap.pk).values_list("data", flat=True).first()
         try:
-            return engine_unpickle(data)
+            return engine_loads(data)
         except Exception as exc:  # any corruption: zlib, pickle, a class that moved
             raise refuse(f"snapshot #{snap.pk} cannot be loaded ({type(exc).__name__}: "
                          f"{exc})") from None

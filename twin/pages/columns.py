@@ -7,8 +7,8 @@ page's subtitle says as of when.
 
 The node and job pages' GPU columns (:func:`node_gpu_rows`, :func:`job_gpu_ranges`) read which
 job holds each GPU from the placement's ``gpu_runs`` (the engine's ``gpu_owner``, as GPU-id
-runs) and a node's telemetry from the DCGM model (:mod:`twin.metrics.dcgm`), for the GPUs of the nodes
-asked about only: nothing here walks the fleet's GPUs.
+runs) and a node's telemetry from the DCGM model (:mod:`twin.metrics.dcgm`), for the GPUs of the
+nodes asked about only: nothing here walks the fleet's GPUs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from django.contrib import admin
 
+from scheduler.frame_schema import LivePlacement, PlacedJob, StoredFrame
 from scheduler.live import in_ranges
 from twin.live import selectors
 from twin.metrics.dcgm import DcgmInventory, HostDown, HostNotFound, dcgm_readings
@@ -69,12 +70,6 @@ def _clip(runs, first: int, last: int) -> list[list[int]]:
     return [[max(a, first), min(b, last)] for a, b in runs or () if a <= last and b >= first]
 
 
-def exact_holders(placement: dict) -> bool:
-    """Whether the placement says which GPUs each job holds (engines since issue 16)."""
-    jobs = placement.get("jobs") or {}
-    return bool(placement) and all("gpu_runs" in j for j in jobs.values())
-
-
 @dataclass(frozen=True)
 class GpuLive:
     """One GPU of a node as the live engine last reported it (``None``: not reported)."""
@@ -88,44 +83,50 @@ class GpuLive:
     xid: int | None
 
 
-def node_gpu_rows(*, placement: dict, frame: dict, cluster: str, node: int, hostname: str,
-                  model: str, first_gpu: int, n_gpus: int,
-                  nic_gbps: float) -> tuple[list[GpuLive], str]:
+def node_gpu_rows(*, placement: LivePlacement | None, frame: StoredFrame | None, cluster: str,
+                  node: int, hostname: str, model: str, first_gpu: int, n_gpus: int,
+                  nic_gbps: float) -> tuple[list[GpuLive], str, bool]:
     """The GPUs of engine node ``node`` (engine GPU ids ``first_gpu`` onwards): the job or
     inference service holding each and its DCGM telemetry (utilisation %, power W,
-    temperature C, XID), and why telemetry is missing ("" when it is there).
+    temperature C, XID), why telemetry is missing ("" when it is there), and whether the
+    engine reported which GPU each job (and inference service) on the node holds.
 
-    Holders come from the placement's ``gpu_runs`` and ``serving`` (no job when
-    :func:`exact_holders` is false); telemetry is :func:`twin.metrics.dcgm.dcgm_readings` for this
-    node alone, so the page reads what ``/metrics/dcgm?hostname=`` exports.
+    Holders come from the placement's ``gpu_runs`` and ``serving``; where the engine did not
+    report them (``None``: an older engine's placement, :mod:`twin.live.stored`) no GPU gets
+    a holder and there is no telemetry (it would need them).  Telemetry is
+    :func:`twin.metrics.dcgm.dcgm_readings` for this node alone, so the page reads what
+    ``/metrics/dcgm?hostname=`` exports.
     """
     last = first_gpu + n_gpus - 1
-    jobs = placement.get("jobs") or {}
     job_of: dict[int, str] = {}
     service_of: dict[int, str] = {}
-    local_jobs = {}
-    if exact_holders(placement):
-        for name, j in jobs.items():
+    telemetry, why = {}, ""
+    if placement is None:
+        return ([GpuLive(i, None, None, None, None, None, None) for i in range(n_gpus)],
+                "no live engine has reported yet", False)
+    here = {name: j for name, j in placement["jobs"].items() if in_ranges(node, j["nodes"])}
+    reported = (placement["gpus_down"] is not None and placement["serving"] is not None
+                and all(j["gpu_runs"] is not None for j in here.values()))
+    local_jobs: dict[str, PlacedJob] = {}
+    if reported:
+        for name, j in here.items():
             mine = _clip(j["gpu_runs"], first_gpu, last)
             for a, b in mine:
                 job_of.update((g - first_gpu, name) for g in range(a, b + 1))
             if mine:
-                local_jobs[name] = {
-                    "state": j.get("state"),
-                    "gpu_runs": [[a - first_gpu, b - first_gpu] for a, b in mine]}
-        for name, runs in (placement.get("serving") or {}).items():
+                local_jobs[name] = {**j, "gpu_runs": [[a - first_gpu, b - first_gpu]
+                                                      for a, b in mine]}
+        for name, runs in (placement["serving"] or {}).items():
             for a, b in _clip(runs, first_gpu, last):
                 service_of.update((g - first_gpu, name) for g in range(a, b + 1))
-    telemetry, why = {}, ""
-    if not placement:
-        why = "no live engine has reported yet"
-    elif not local_jobs and any(in_ranges(node, j.get("nodes", [])) for j in jobs.values()):
+    if not reported:
         why = "this engine does not report which GPUs its jobs hold"
     else:
-        local = {"jobs": local_jobs,
-                 "down": [[0, 0]] if in_ranges(node, placement.get("down", [])) else [],
-                 "gpus_down": [[a - first_gpu, b - first_gpu] for a, b in
-                               _clip(placement.get("gpus_down"), first_gpu, last)]}
+        local: LivePlacement = {
+            **placement, "jobs": local_jobs,
+            "down": [[0, 0]] if in_ranges(node, placement["down"]) else [],
+            "gpus_down": [[a - first_gpu, b - first_gpu] for a, b in
+                          _clip(placement["gpus_down"], first_gpu, last)]}
         inv = DcgmInventory(cluster, ((hostname, model, n_gpus, nic_gbps),))
         try:
             r = dcgm_readings(inv, placement=local, frame=frame, hostname=hostname)
@@ -141,7 +142,7 @@ def node_gpu_rows(*, placement: dict, frame: dict, cluster: str, node: int, host
                                 float(v["DCGM_FI_DEV_GPU_TEMP"][k]),
                                 int(v["DCGM_FI_DEV_XID_ERRORS"][k]))
     return [GpuLive(i, job_of.get(i), service_of.get(i), *telemetry.get(i, (None,) * 4))
-            for i in range(n_gpus)], why
+            for i in range(n_gpus)], why, reported
 
 
 def index_text(indices: list[int]) -> str:

@@ -1,0 +1,263 @@
+"""The snapshot format: an engine as versioned bytes, upgraded in one place.
+
+Layout (all integers big-endian)::
+
+    MAGIC (8 bytes) | format version (u16) | header length (u32) | header (UTF-8 JSON) | body
+
+The header is readable without loading the body (:func:`read_header`): the cluster's name,
+preset and size, the digest of the plan (:func:`plan_digest`), the lineage, seed and simulated
+time.  The body of format 2 is still the engine's object graph, pickled and zlib-compressed:
+an explicit ``state()``/``from_state()`` per component is the next step (``BODY`` names the
+encoding so that step is a new format version, not a silent change).  What makes the pickle
+a *format* here: every change to the layout of a pickled class (a field added, renamed or moved
+to another module) bumps :data:`FORMAT` and adds one upgrade function to :data:`UPGRADES`;
+``tests/fixtures/snapshots/layout-v2.json`` records the layout and a test fails when it drifts.
+
+Format 1 is the bare zlib pickle written by releases before this module (no header): its
+upgrade reads it with the modules of that time mapped to today's (:data:`V1_MODULES`) and fills
+in every field those engines lack, so no component keeps defaults or ``__setstate__`` for old
+pickles.
+
+Snapshots are written by the application's own engine process, never uploaded: the body is a
+pickle, so loading one runs whatever it names (never load bytes from elsewhere).
+
+>>> from scheduler.simulate import Scenario
+>>> engine, _ = Scenario(preset="dev-small", gpus=64, days=0.1, seed=1).engine()
+>>> data = dumps(engine)
+>>> header = read_header(data)
+>>> header.format, header.gpus, header.t_sim
+(2, 64, 0.0)
+>>> loads(data).now
+0.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import pickle
+import struct
+import zlib
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+
+from scheduler.engine import Engine
+from scheduler.model.ledger import MFU_WINDOW_COPIES, MFU_WINDOW_S, LedgerWindow
+from scheduler.scheduling.running_index import EndIndex, MoveLog
+
+MAGIC = b"CTWINSNP"
+FORMAT = 2
+"""The format :func:`dumps` writes."""
+BODY = "engine-pickle+zlib"
+"""How the body of :data:`FORMAT` is encoded."""
+_FIXED = struct.Struct(">8sHI")  # magic, format, header length
+_ZLIB_LEVEL = 1  # snapshots are taken often and are small compressed: speed over ratio
+
+
+class SnapshotError(ValueError):
+    """Bytes that are not a snapshot this code can load (one line says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """What a snapshot says about itself, read without loading the engine.
+
+    ``t_sim`` is the engine's simulated time, s; ``plan`` the digest of its cluster plan
+    (:func:`plan_digest`); ``lineage`` the run it continues (``None``: a standalone engine).
+    Format-1 snapshots have no header: only ``format`` is known (the rest is ``None``).
+    """
+
+    format: int
+    cluster: str | None = None
+    preset: str | None = None
+    gpus: int | None = None
+    plan: str | None = None
+    lineage: str | None = None
+    seed: int | None = None
+    t_sim: float | None = None
+    body: str | None = None
+
+
+def plan_digest(plan) -> str:
+    """A digest of what an engine is built from (structure, not status), 16 hex digits: the same
+    figure as the twin's inventory fingerprint, so a snapshot states which cluster it ran."""
+    h = hashlib.sha256()
+    f = plan.fabric
+    for arr in (plan.node_model, plan.node_gpus, plan.node_rack, plan.node_slot,
+                plan.node_spare, plan.node_nvlink_domain, plan.rack_hall, f.switch_tier,
+                f.switch_pod, f.switch_rail, f.endpoint_leaf, f.link_a, f.link_b, f.link_kind):
+        h.update(np.asarray(arr, dtype=np.int64).tobytes())
+        h.update(b"|")
+
+    def canon(x):  # 1000 and 1000.0 are the same figure; None stays None
+        return tuple(v if v is None or isinstance(v, str) else float(v)
+                     for v in dataclasses.astuple(x))
+    h.update(repr((f.kind, [a.name for a in plan.models],
+                   [canon(x) for x in plan.node_shape + plan.storage + plan.cloud_pools])
+                  ).encode())
+    return h.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------- writing
+def header_of(engine: Engine) -> Header:
+    """The header :func:`dumps` writes for ``engine`` now."""
+    plan = engine.plan
+    return Header(format=FORMAT, cluster=plan.name, preset=plan.preset, gpus=int(plan.n_gpus),
+                  plan=plan_digest(plan), lineage=engine.lineage, seed=int(engine.seed),
+                  t_sim=float(engine.now), body=BODY)
+
+
+def dumps(engine: Engine) -> bytes:
+    """``engine`` as a snapshot of the current :data:`FORMAT`."""
+    body = zlib.compress(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+    return _pack(header_of(engine), body)
+
+
+def _pack(header: Header, body: bytes) -> bytes:
+    text = json.dumps(dataclasses.asdict(header), sort_keys=True).encode()
+    return _FIXED.pack(MAGIC, header.format, len(text)) + text + body
+
+
+# ----------------------------------------------------------------- reading
+def read_header(data: bytes) -> Header:
+    """The header of snapshot ``data`` (the body is not read); raises :class:`SnapshotError`."""
+    return _split(data)[0]
+
+
+def _split(data: bytes) -> tuple[Header, bytes]:
+    data = bytes(data)
+    if not data.startswith(MAGIC):
+        if data[:1] == b"\x78":  # a zlib stream: the bare pickle of format 1
+            return Header(format=1), data
+        raise SnapshotError("not a ClusterTwin snapshot (no snapshot magic, not a format-1 "
+                            "zlib stream)")
+    if len(data) < _FIXED.size:
+        raise SnapshotError("corrupt snapshot: truncated header")
+    _, version, size = _FIXED.unpack_from(data)
+    if version > FORMAT:
+        raise SnapshotError(f"snapshot format {version} is newer than this release reads "
+                            f"(formats 1..{FORMAT}); upgrade ClusterTwin to load it")
+    if version < 2:
+        raise SnapshotError(f"corrupt snapshot: format {version} has no header")
+    end = _FIXED.size + size
+    try:
+        fields = json.loads(data[_FIXED.size:end].decode())
+        header = Header(**fields)
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise SnapshotError(f"corrupt snapshot: unreadable header ({exc})") from None
+    if header.format != version or len(data) < end:
+        raise SnapshotError("corrupt snapshot: header and body disagree")
+    return header, data[end:]
+
+
+def loads(data: bytes) -> Engine:
+    """The engine of snapshot ``data``, upgraded to the current format if it is older; raises
+    :class:`SnapshotError` for bytes it cannot load (a newer format, a corrupt header)."""
+    header, body = _split(data)
+    version = header.format
+    while version < FORMAT:
+        header, body = UPGRADES[version](header, body)
+        if header.format != version + 1:
+            raise RuntimeError(f"the upgrade of format {version} wrote format {header.format}")
+        version = header.format
+    if header.body != BODY:
+        raise SnapshotError(f"corrupt snapshot: unknown body encoding {header.body!r}")
+    engine = _unpickle(body)
+    if not isinstance(engine, Engine):
+        raise SnapshotError(f"corrupt snapshot: the body holds a {type(engine).__name__}")
+    return engine
+
+
+def _unpickle(body: bytes, modules: dict[str, str] | None = None):
+    try:
+        raw = zlib.decompress(body)
+    except zlib.error as exc:
+        raise SnapshotError(f"corrupt snapshot: the body does not decompress ({exc})") from None
+    try:
+        if not modules:
+            return pickle.loads(raw)
+        return _MovedModules(io.BytesIO(raw), modules).load()
+    except Exception as exc:  # a truncated stream, a class no module holds any longer ...
+        raise SnapshotError(f"corrupt snapshot: the body cannot be unpickled "
+                            f"({type(exc).__name__}: {exc})") from exc
+
+
+class _MovedModules(pickle.Unpickler):
+    """Finds the classes of an older format where they live now: ``modules`` maps the module
+    paths of that format to today's (:data:`V1_MODULES`)."""
+
+    def __init__(self, file, modules: dict[str, str]):
+        super().__init__(file)
+        self.modules = modules
+
+    def find_class(self, module: str, name: str):
+        return super().find_class(self.modules.get(module, module), name)
+
+
+# ----------------------------------------------------------------- upgrades
+V1_MODULES = {
+    "scheduler.physics.fabric": "scheduler.fabric",
+    **{f"scheduler.physics.fabric.{m}": f"scheduler.fabric.{m}"
+       for m in ("all_to_all", "dragonfly", "dragonfly_routing", "fattree", "flows",
+                 "global_links", "islands", "maxmin", "nvlink", "optics", "rail", "routing",
+                 "routing_types", "topology", "zones")},
+    "scheduler.physics.fabric.collectives": "scheduler.physics.collectives",
+    "scheduler.physics.fabric.step_time": "scheduler.physics.step_time",
+    "scheduler.physics.power": "scheduler.hardware.power",
+    "scheduler.control.params": "scheduler.limits.checks",
+    "scheduler.control.bounds": "scheduler.limits.bounds",
+}
+"""Modules of format-1 pickles (release ddaa64d and before) -> where their classes live now."""
+
+
+def upgrade_v1_to_v2(header: Header, body: bytes) -> tuple[Header, bytes]:
+    """A bare zlib pickle of an engine (format 1) as format 2.
+
+    Reads it with the old module paths mapped (:data:`V1_MODULES`) and gives the objects every
+    field that later releases added, as a fresh engine would have it: what class defaults,
+    ``getattr`` fallbacks and ``__setstate__`` did in the components before.
+    """
+    engine = _unpickle(body, V1_MODULES)
+    if not isinstance(engine, Engine):
+        raise SnapshotError(f"corrupt snapshot: the body holds a {type(engine).__name__}")
+    e = vars(engine)
+    e.setdefault("settings", None)  # before re-planning: such an engine cannot be re-planned
+    e.setdefault("replans", 0)
+    e.setdefault("keys", None)
+    e.setdefault("lineage", None)
+    e.setdefault("mirror", None)
+    e.setdefault("active_drills", {})  # before drills could be ended: none can be
+    e.setdefault("_mfu_window", LedgerWindow(MFU_WINDOW_S, MFU_WINDOW_S / MFU_WINDOW_COPIES))
+    kernel = vars(engine.kernel)
+    kernel.setdefault("logged", len(engine.kernel.events))  # at least the lines it keeps
+    jobs = engine.jobs
+    vars(jobs.pricing).setdefault("modes", engine.reliability.modes)  # before profiles
+    # the lifecycle's indexes became objects: their old fields move into them as they were
+    if isinstance(jobs._ends, list):  # before EndIndex: one SortedList per model
+        ends = EndIndex(0)
+        ends._ends = jobs._ends
+        jobs._ends = ends
+    if isinstance(jobs._moved, list):  # before MoveLog: the list and its base
+        moved = MoveLog()
+        moved._moved, moved._base = jobs._moved, vars(jobs).pop("_moved_base", 0)
+        jobs._moved = moved
+    sched = vars(engine.scheduler)
+    sched.setdefault("reasons", {})  # before pending reasons were kept
+    sched.setdefault("partition_reasons", {})
+    rel = vars(engine.reliability)
+    rel.setdefault("storage_left", {})  # before storage status: every tier up
+    rel.setdefault("_node_watchers", [engine.fleet])  # as the engine wires it
+    rel.setdefault("while_down", Counter())  # before hits on stopped gangs were counted
+    return header_of(engine), zlib.compress(
+        pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+
+
+UPGRADES: dict[int, Callable[[Header, bytes], tuple[Header, bytes]]] = {
+    1: upgrade_v1_to_v2,
+}
+"""``{n: upgrade}``: each turns a format-``n`` snapshot into format ``n + 1`` (applied in
+sequence by :func:`loads`)."""

@@ -1,0 +1,250 @@
+"""The snapshot format (:mod:`scheduler.snapshot`): a header readable alone, a versioned body,
+format 1 (the bare pickle of release ddaa64d) upgraded on load, unknown formats refused."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pickle
+import struct
+import types
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scheduler import snapshot
+from scheduler.engine import Engine
+from scheduler.report import WALL_CLOCK_FIELDS, build_report
+from scheduler.simulate import Scenario
+from scheduler.snapshot import FORMAT, UPGRADES, SnapshotError, dumps, loads, read_header
+
+HOUR = 3600.0
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
+V1 = FIXTURES / "v1-dev-small.bin"
+V1_STATE = json.loads((FIXTURES / "v1-dev-small.json").read_text())
+LAYOUT = FIXTURES / f"layout-v{FORMAT}.json"
+
+
+def report(e: Engine) -> dict:
+    r = build_report(e, scenario={}, wall_seconds=0.0)
+    for path in WALL_CLOCK_FIELDS:
+        d = r
+        for k in path[:-1]:
+            d = d[k]
+        d.pop(path[-1], None)
+    return json.loads(json.dumps(r))
+
+
+def state(e: Engine) -> dict:
+    """What the fixture's JSON records (the same figures, read the same way)."""
+    led = e.horizon_ledger()
+    counters = {k: int(v) for k, v in e.counters.items() if k != "scheduler_wall_s"}
+    return {"now": e.now, "running": sorted(r.spec.name for r in e.running.values()),
+            "queue": sorted(r.spec.name for r in e.queue.values()), "runs": len(e.runs),
+            "counters": counters, "failures": int(sum(e.reliability.failures.values())),
+            "gpu_hours": pytest.approx(led.gpu_hours(), rel=1e-9, abs=1e-6),
+            "achieved_flops": pytest.approx(led.achieved_flops, rel=1e-9)}
+
+
+def recorded(key: str) -> dict:
+    rec = dict(V1_STATE[key])
+    rec["counters"] = {k: v for k, v in rec["counters"].items() if k != "scheduler_wall_s"}
+    return {k: rec[k] for k in ("now", "running", "queue", "runs", "counters", "failures",
+                                "gpu_hours", "achieved_flops")}
+
+
+def live_engine(gpus: int = 64) -> Engine:
+    """dev-small, small, a few hours in with a drill running and a storage tier degraded."""
+    e, _ = Scenario(preset="dev-small", gpus=gpus, days=2, seed=5, failures=True,
+                    physics=True).engine()
+    e.run_until(3 * HOUR)
+    e.command("drill", kind="node", target="random", drill_id=1)
+    e.command("storage_degraded", tier="central", factor=0.5)
+    e.run_until(5 * HOUR)
+    return e
+
+
+def v1_bytes(engine: Engine) -> bytes:
+    """``engine`` as the release before the format wrote it (a bare zlib pickle)."""
+    return zlib.compress(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+# ------------------------------------------------------------------ format 1: the old release
+def test_the_old_releases_snapshot_loads_with_the_state_it_was_taken_with():
+    assert len(V1.read_bytes()) == V1_STATE["size_bytes"] < 1 << 20
+    assert read_header(V1.read_bytes()).format == 1
+    e = loads(V1.read_bytes())
+    at = V1_STATE["at_snapshot"]
+    assert state(e) == recorded("at_snapshot")
+    assert sorted(e.active_drills) == at["active_drills"]
+    assert e.reliability.storage_fraction("central") == at["storage_central"]
+    assert e.kernel.logged == at["logged"]
+    assert e.lineage == "fixture:1" and e.keys is None and e.mirror is None
+
+
+def test_the_old_releases_snapshot_runs_on_as_the_old_release_ran_it():
+    e = loads(V1.read_bytes())
+    state(e)  # booked at the same instant as the old engine was
+    e.run_until(e.now + 6 * HOUR)
+    assert state(e) == recorded("after_6h")
+
+
+def test_the_old_releases_snapshot_steps_on_deterministically():
+    a, b = loads(V1.read_bytes()), loads(V1.read_bytes())
+    for e in (a, b):
+        e.command("drill", kind="leaf_switch", target="random", drill_id=8)
+        e.run_until(e.now + 12 * HOUR)
+    assert report(a) == report(b)
+    assert json.dumps(a.snapshot(), sort_keys=True) == json.dumps(b.snapshot(), sort_keys=True)
+
+
+def test_an_upgraded_snapshot_is_written_back_in_the_current_format():
+    e = loads(V1.read_bytes())
+    data = dumps(e)
+    header = read_header(data)
+    assert (header.format, header.t_sim, header.gpus, header.lineage) == (
+        FORMAT, V1_STATE["at_snapshot"]["now"], V1_STATE["gpus"], "fixture:1")
+    again = loads(data)
+    e.run_until(e.now + 2 * HOUR)
+    again.run_until(again.now + 2 * HOUR)
+    assert report(again) == report(e)
+
+
+def test_fields_older_releases_lacked_are_filled_in_by_the_upgrade():
+    e = live_engine()
+    ends = e.jobs._ends._ends
+    moved = e.jobs._moved
+    for obj, name in ((e, "settings"), (e, "replans"), (e, "keys"), (e, "lineage"),
+                      (e, "mirror"), (e, "active_drills"), (e, "_mfu_window"),
+                      (e.kernel, "logged"), (e.jobs.pricing, "modes"),
+                      (e.scheduler, "reasons"), (e.scheduler, "partition_reasons"),
+                      (e.reliability, "storage_left"), (e.reliability, "_node_watchers"),
+                      (e.reliability, "while_down")):
+        del vars(obj)[name]
+    e.jobs._ends = ends  # the lifecycle's indexes as plain fields, as before they were objects
+    e.jobs._moved, e.jobs._moved_base = moved._moved, moved._base
+    up = loads(v1_bytes(e))
+    assert up.settings is None and up.replans == 0 and up.active_drills == {}
+    assert up.kernel.logged == len(up.kernel.events)
+    assert up.jobs.pricing.modes == up.reliability.modes
+    assert up.reliability.storage_fraction("central") == 1.0  # before storage status: all up
+    assert up.reliability._node_watchers == [up.fleet]
+    assert "_moved_base" not in vars(up.jobs)
+    up.run_until(up.now + 6 * HOUR)  # the physics reads the storage status on its ticks
+    up.command("storage_degraded", tier="central", factor=0.5)
+    assert up.reliability.storage_fraction("central") == 0.5
+    assert up.snapshot()["t"] == up.now
+
+
+# ------------------------------------------------------------------ the current format
+def test_a_round_trip_changes_nothing_the_engine_does_next():
+    e = live_engine()
+    copy = loads(dumps(e))
+    for x in (e, copy):
+        x.run_until(x.now + 12 * HOUR)
+    assert report(copy) == report(e)
+    assert json.dumps(copy.snapshot(), sort_keys=True) == json.dumps(e.snapshot(),
+                                                                     sort_keys=True)
+
+
+def test_the_header_says_which_cluster_and_when_without_the_body():
+    e = live_engine()
+    e.lineage = "inv:7"
+    data = dumps(e)
+    header = read_header(data[:-100] + b"\0" * 100)  # a damaged body: the header still reads
+    assert header == snapshot.Header(
+        format=FORMAT, cluster=e.plan.name, preset="dev-small", gpus=64,
+        plan=snapshot.plan_digest(e.plan), lineage="inv:7", seed=5, t_sim=5 * HOUR,
+        body=snapshot.BODY)
+    assert data.startswith(snapshot.MAGIC)
+
+
+def test_the_plan_digest_follows_the_structure():
+    a = live_engine().plan
+    b, _ = Scenario(preset="dev-small", gpus=128, days=1, seed=5).engine()
+    assert snapshot.plan_digest(a) == snapshot.plan_digest(live_engine().plan)
+    assert snapshot.plan_digest(a) != snapshot.plan_digest(b.plan)
+
+
+def one_line(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and text
+    return text
+
+
+def test_a_snapshot_of_a_newer_format_is_refused_in_one_line():
+    data = bytearray(dumps(live_engine()))
+    struct.pack_into(">H", data, len(snapshot.MAGIC), FORMAT + 1)
+    with pytest.raises(SnapshotError) as exc:
+        loads(bytes(data))
+    assert f"format {FORMAT + 1} is newer" in one_line(exc)
+    with pytest.raises(SnapshotError):
+        read_header(bytes(data))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: d[:10], "truncated header"),
+    (lambda d: d[:14] + b"{not json" + d[23:], "unreadable header"),
+    (lambda d: b"PK\x03\x04" + d, "not a ClusterTwin snapshot"),
+    (lambda d: b"", "not a ClusterTwin snapshot"),
+    (lambda d: d[:-200] + b"\0" * 200, "does not decompress"),
+    (lambda d: zlib.compress(b"not a pickle"), "cannot be unpickled"),
+])
+def test_corrupt_snapshots_are_refused(damage, message):
+    data = damage(dumps(live_engine()))
+    with pytest.raises(SnapshotError) as exc:
+        loads(data)
+    assert message in one_line(exc)
+
+
+def test_every_older_format_has_an_upgrade():
+    assert set(UPGRADES) == set(range(1, FORMAT))
+
+
+# ------------------------------------------------------------------ the body's layout
+def layout(root) -> dict:
+    """Module, class and fields of every object of ``scheduler`` the engine's pickle holds,
+    and the methods it names (bound handlers): what a format-``FORMAT`` body is made of."""
+    classes: dict[str, set] = collections.defaultdict(set)
+    methods: set[str] = set()
+    seen, stack = set(), [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, str | bytes | int | float | np.ndarray | np.generic
+                                       | type(None)):
+            continue
+        seen.add(id(o))
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list | tuple | set | frozenset | collections.deque):
+            stack.extend(o)
+        elif isinstance(o, types.MethodType):
+            methods.add(f"{type(o.__self__).__module__}.{type(o.__self__).__qualname__}."
+                        f"{o.__func__.__name__}")
+            stack.append(o.__self__)
+        elif not isinstance(o, type | types.FunctionType):
+            fields = set(getattr(o, "__dict__", {}))
+            for cls in type(o).__mro__:
+                fields |= {s for s in cls.__dict__.get("__slots__", ()) if hasattr(o, s)}
+            if type(o).__module__.startswith("scheduler."):
+                classes[f"{type(o).__module__}.{type(o).__qualname__}"] |= fields
+            stack.extend(getattr(o, f) for f in fields)
+    return {"classes": {k: sorted(v) for k, v in sorted(classes.items())},
+            "methods": sorted(methods)}
+
+
+def test_the_body_layout_is_the_one_of_this_format():
+    """A changed field, class or module changes what old snapshots hold: bump ``FORMAT`` and
+    add an upgrade to ``UPGRADES`` (then rewrite the layout with CLUSTERTWIN_WRITE_LAYOUT=1)."""
+    e = live_engine()
+    e.snapshot()
+    now = layout(e)
+    if os.environ.get("CLUSTERTWIN_WRITE_LAYOUT"):
+        LAYOUT.write_text(json.dumps(now, indent=1) + "\n")
+    assert now == json.loads(LAYOUT.read_text()), (
+        f"the engine's fields moved since snapshot format {FORMAT}: add an upgrade "
+        f"(scheduler/snapshot.py) and a new format")

@@ -1,0 +1,170 @@
+"""How far a dashboard socket's client is behind, both ways, through public interfaces only.
+
+* Out (server to client): :class:`OutboundFlow`, a Twisted push producer of the socket's
+  transport, which Twisted pauses while the socket's send buffer is over its high-water mark.
+  The transport reaches the application as an ASGI scope extension (:data:`TRANSPORT_EXTENSION`,
+  read with :func:`scope_transport`) that ``manage.py serve`` adds to every WebSocket scope
+  (:class:`twin.live.serving.TwinServer`). Served another way (plain ``daphne``, another
+  server, the tests' communicator) there is no transport and nothing measures the client.
+* In (client to server): :class:`ClientInbox` reads the client's messages as soon as the
+  server has them, so the consumer sees how many wait unanswered (a client that sends faster
+  than it is answered). :class:`ClientInboxMiddleware` puts one in every WebSocket scope
+  (:data:`INBOX_SCOPE_KEY`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+logger = logging.getLogger("twin.live.consumers")
+
+TRANSPORT_EXTENSION = "twin.transport"
+"""ASGI scope extension: ``{"transport": <the socket's Twisted transport>}``."""
+
+INBOX_SCOPE_KEY = "twin.inbox"
+"""Scope key of the socket's :class:`ClientInbox`."""
+
+
+def scope_with_transport(scope: dict, transport) -> dict:
+    """``scope`` advertising ``transport`` (one that takes a push producer) as an extension."""
+    extensions = {**(scope.get("extensions") or {}), TRANSPORT_EXTENSION: {"transport": transport}}
+    return {**scope, "extensions": extensions}
+
+
+def scope_transport(scope: dict):
+    """The socket's transport the server advertised in ``scope``, else ``None``."""
+    extension = (scope.get("extensions") or {}).get(TRANSPORT_EXTENSION) or {}
+    transport = extension.get("transport")
+    return transport if callable(getattr(transport, "registerProducer", None)) else None
+
+
+# ----------------------------------------------------------------- out
+class OutboundFlow:
+    """How far a socket's client is behind, as a Twisted push producer of its transport.
+
+    Twisted pauses it when the socket's send buffer passes its high-water mark (64 kB) and
+    resumes it once the buffer drained. daphne's ``send`` never waits, so the bytes written
+    while paused (``queued``) are the only measure of what the client has not taken. Nothing
+    pauses it without a transport (other servers, the tests' communicator).
+
+    A transport has one producer: after daphne's upgrade to WebSocket it is still the HTTP
+    channel (which stops reading a client whose send buffer is full). The flow takes its place
+    and passes every call on to it, and gives it back on :meth:`detach`.
+    """
+
+    def __init__(self):
+        self.paused = False
+        self.queued = 0
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self._transport = None
+        self._previous = None
+
+    def attach(self, transport) -> None:
+        previous = getattr(transport, "producer", None)
+        try:
+            if previous is not None:
+                transport.unregisterProducer()
+            transport.registerProducer(self, True)
+        except RuntimeError:  # a transport that keeps its producer private (daphne's own TLS)
+            _log_once("socket transports of %s take no second producer: the output queued "
+                      "for slow clients is not measured", type(transport).__name__)
+            if previous is not None and getattr(transport, "producer", None) is None:
+                transport.registerProducer(previous, True)
+            return
+        self._transport, self._previous = transport, previous
+
+    def detach(self, *, deaf: bool = False) -> None:
+        """Give the transport its producer back (one with a producer waits for it to close);
+        ``deaf``: stop reading the client instead (nothing it sends matters any more)."""
+        transport, self._transport = self._transport, None
+        if transport is not None and getattr(transport, "producer", self) is self:
+            transport.unregisterProducer()
+            if deaf:
+                transport.pauseProducing()
+            elif self._previous is not None:
+                transport.registerProducer(self._previous, True)
+
+    def wrote(self, size: int) -> None:
+        if self.paused:
+            self.queued += size
+
+    # IPushProducer, passed on to the producer it replaced
+    def pauseProducing(self) -> None:
+        self.paused = True
+        self.writable.clear()
+        if self._previous is not None:
+            self._previous.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.queued = 0
+        self.writable.set()
+        if self._previous is not None:
+            self._previous.resumeProducing()
+
+    def stopProducing(self) -> None:  # the connection is gone: wake the sender, then it ends
+        self._transport = None
+        self.paused = False
+        self.writable.set()
+        if self._previous is not None:
+            self._previous.stopProducing()
+
+
+_logged: set[str] = set()
+
+
+def _log_once(message: str, *args) -> None:
+    if message not in _logged:
+        _logged.add(message)
+        logger.warning(message, *args)
+
+
+# ----------------------------------------------------------------- in
+class ClientInbox:
+    """The client's messages, read from the server's ``receive`` as soon as they arrive.
+
+    :meth:`get` is the ``receive`` the application is given; :meth:`waiting` counts the
+    messages read and not yet taken.
+    """
+
+    def __init__(self, receive):
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._reader = asyncio.get_running_loop().create_task(self._read(receive))
+
+    async def _read(self, receive) -> None:
+        while True:
+            try:
+                message = await receive()
+            except Exception:  # the server's receive broke: the application hears a close
+                logger.exception("reading a dashboard socket failed")
+                message = {"type": "websocket.disconnect", "code": 1011}
+            self._queue.put_nowait(message)
+            if message["type"] == "websocket.disconnect":
+                return
+
+    async def get(self) -> dict:
+        return await self._queue.get()
+
+    def waiting(self) -> int:
+        return self._queue.qsize()
+
+    def close(self) -> None:
+        self._reader.cancel()
+
+
+class ClientInboxMiddleware:
+    """Gives every WebSocket a :class:`ClientInbox` (scope key :data:`INBOX_SCOPE_KEY`)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "websocket":
+            return await self.inner(scope, receive, send)
+        inbox = ClientInbox(receive)
+        try:
+            return await self.inner({**scope, INBOX_SCOPE_KEY: inbox}, inbox.get, send)
+        finally:
+            inbox.close()

@@ -1,0 +1,84 @@
+"""What the live driver shows: frames (stored and broadcast), the engine's history, health.
+
+Every step's frame gets the driver's own fields (speed, paused, health, lag, the source and,
+for a mirror, each source's status), is written to the single ``LiveState`` row (whose write
+also evaluates the alert rules) and published once to every dashboard
+(:func:`twin.live.broadcast.frame_publish`). The engine's new log lines are kept in the
+database (``EngineEvent``) under the run's log key; on a database error they wait for the next
+step.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from channels.db import database_sync_to_async
+
+from twin.live import broadcast, services
+
+logger = logging.getLogger("twin.live.driver")
+
+
+class Publisher:
+    """Frames, history and health of one live engine.
+
+    Parameters
+    ----------
+    host : twin.live.engine_host.EngineHost
+    pacer : twin.live.pacing.Pacer
+        Read for the speed, pause and lag the frames carry.
+    layer : channel layer
+    mirror : twin.mirror.poller.MirrorPoller or None
+        A mirror's sources, whose status every frame carries.
+    """
+
+    def __init__(self, *, host, pacer, layer, mirror=None):
+        self.host, self.pacer, self.layer, self.mirror = host, pacer, layer, mirror
+        self.seq = 0
+        self.health = "starting"
+        self.last_error = ""
+        self.placement: dict | None = None  # the last step's live_placement
+        self.events_saved = 0  # engine log lines kept in the database so far
+
+    def failed(self, exc: BaseException) -> None:
+        """The engine failed: the next frames say so (until a good step)."""
+        self.health = "error"
+        self.last_error = f"{type(exc).__name__}: {exc}"
+
+    async def publish(self, frame: dict) -> dict:
+        """Store and broadcast ``frame`` with the driver's fields; returns what was sent."""
+        self.seq += 1
+        pacer = self.pacer
+        frame = {**frame, "speed": pacer.speed, "paused": pacer.paused, "health": self.health,
+                 "lag_ticks": pacer.lag_ticks,
+                 "source": "mirror" if self.mirror is not None else "simulate",
+                 "sources": self.mirror.sources_status() if self.mirror is not None else None}
+        engine = self.host.engine
+        t = float(engine.now) if engine is not None else 0.0
+        try:
+            await database_sync_to_async(services.live_state_write)(
+                seq=self.seq, t_sim=t, frame=frame, health=self.health,
+                last_error=self.last_error, speed=pacer.speed, paused=pacer.paused,
+                inventory=self.host.log_key, placement=self.placement)
+            await broadcast.frame_publish(frame, self.seq, t, layer=self.layer)
+        except Exception:
+            logger.exception("live engine: could not write or publish frame %d", self.seq)
+        return frame
+
+    async def events_resume(self) -> None:
+        """Count the engine's log lines already kept (after a start, restore or rebuild)."""
+        self.events_saved = await database_sync_to_async(services.engine_events_resume)(
+            inventory=self.host.log_key, have=self.host.engine.kernel.logged)
+
+    async def events_flush(self) -> None:
+        """Keep the engine's new log lines; on a database error they wait for the next step."""
+        kernel = self.host.engine.kernel
+        start, new = await self.host.call(kernel.events_since, self.events_saved)
+        if not new:
+            return
+        try:
+            await database_sync_to_async(services.engine_events_store)(
+                inventory=self.host.log_key, first_seq=start, events=new)
+            self.events_saved = start + len(new)
+        except Exception:
+            logger.exception("live engine: could not keep %d event(s); will retry", len(new))
