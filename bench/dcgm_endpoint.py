@@ -55,18 +55,18 @@ def main() -> None:
     from scheduler.live import live_frame, live_placement
     from scheduler.simulate import Scenario
     from twin import models as m
+    from twin.inventory.selectors import dcgm_nodes_get
     from twin.live import selectors
     from twin.live.services import live_state_write
     from twin.metrics import dcgm
     from twin.metrics.collector import exposition
-    from twin.metrics.views import _dcgm_nodes
 
     cluster = m.Cluster.objects.get(name=args.preset) if m.Cluster.objects.filter(
         name=args.preset).exists() else m.Cluster.objects.order_by("-id").first()
     engine, _ = Scenario(preset=args.preset, days=max(1, int(args.hours // 24) + 1),
                          seed=0).engine()
     engine.run_until(args.hours * 3600.0)
-    nodes = _dcgm_nodes(cluster)
+    nodes = dcgm_nodes_get(cluster=cluster)
     assert len(nodes) == engine.state.node_up.size, "the preset's engine and inventory differ"
     placement, frame = live_placement(engine), live_frame(engine)
     live_state_write(seq=1, t_sim=engine.now, frame=json.loads(json.dumps(frame)), health="ok",

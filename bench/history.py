@@ -49,20 +49,26 @@ def main() -> None:
     n = int(args.days * 86400 / step)
     print(f"writing {n:,} samples ({args.days:g} days every {step:g} s, "
           f"{args.tenants} tenants) …", flush=True)
+    from tests.frames import frame as stored_frame  # a schema-valid frame to vary
+
     run = "bench-run"
     rows = []
+    base = stored_frame(
+        mfu=0.4, mfu_window=0.38, goodput=0.6, jobs={"queued": 40, "running": 900},
+        inference={"slo_attainment": 0.999, "serving_gpus": 4096},
+        power={"it_mw": 140.0, "facility_mw": 170.0, "throttled_gpus": 0},
+        tenants=[{"tenant": f"team{k}", "used_gpus": 5000 + k, "quota_gpus": 8000}
+                 for k in range(args.tenants)])
+    frame = base
     for i in range(n):
         t = i * step
-        frame = {"util": {"gpus": 100_000, "allocated": 90_000 + i % 5000, "down": i % 300},
-                 "mfu": 0.4, "goodput": 0.6, "jobs": {"queued": 40, "running": 900},
-                 "failures": {"total": i // 10},
-                 "inference": {"slo_attainment": 0.999, "serving_gpus": 4096},
-                 "power": {"it_mw": 140.0, "facility_mw": 170.0, "throttled_gpus": 0},
-                 "tenants": [{"tenant": f"team{k}", "used_gpus": 5000 + k, "quota_gpus": 8000}
-                             for k in range(args.tenants)]}
+        frame = {**base, "t": t,
+                 "util": {**base["util"], "gpus": 100_000, "allocated": 90_000 + i % 5000,
+                          "down": i % 300},
+                 "failures": {**base["failures"], "total": i // 10}}
         rows.append(m.HistorySample(run=run, t_sim=t, values=history.sample(frame)))
     m.HistorySample.objects.bulk_create(rows, batch_size=2000)
-    services.live_state_write(seq=1, t_sim=(n - 1) * step, frame={"util": {}}, health="ok",
+    services.live_state_write(seq=1, t_sim=frame["t"], frame=frame, health="ok",
                               last_error="", speed=60.0, paused=False, inventory=run)
     user = get_user_model().objects.create_user("bench")
     client = Client()

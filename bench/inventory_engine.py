@@ -96,11 +96,8 @@ def main() -> None:
 
         django.setup()
         from scheduler.simulate import Scenario
-        from twin.inventory.adapter import (
-            cluster_plan_read,
-            inventory_status_commands,
-            plan_fingerprint,
-        )
+        from scheduler.snapshot import plan_digest
+        from twin.inventory.adapter import cluster_plan_read, inventory_status_commands
         from twin.live import selectors as live_selectors
 
         cluster = live_selectors.cluster_current()
@@ -108,7 +105,7 @@ def main() -> None:
         plan = cluster_plan_read(cluster=cluster)
         read = time.perf_counter() - t
         t = time.perf_counter()
-        fp = plan_fingerprint(plan)
+        fp = plan_digest(plan)
         commands = inventory_status_commands(cluster=cluster)
         extra = time.perf_counter() - t
         t = time.perf_counter()

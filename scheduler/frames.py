@@ -22,19 +22,9 @@ import zlib
 import numpy as np
 
 from scheduler.fabric.topology import LINK_KINDS
-from scheduler.frame_schema import (
-    HeatDetail,
-    Heatmap,
-    Heatmaps,
-    HeatZoom,
-    LinkDetail,
-    LinkHeatmap,
-    PackedArray,
-    RackHeatmap,
-    Scale,
-    StorageTier,
-)
+from scheduler.frame_schema import Heatmap, Heatmaps, LinkHeatmap, RackHeatmap, Scale, StorageTier
 from scheduler.hardware.power import DESIGN_DELTA_T_K, SUPPLY_AIR_C
+from scheduler.placement_schema import HeatDetail, HeatZoom, LinkDetail, PackedArray
 
 MAX_CELLS = 2048
 ZOOM_MAX_CELLS = 16_384

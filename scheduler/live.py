@@ -11,17 +11,10 @@ import numpy as np
 
 from scheduler.control.job_actions import held_jobs
 from scheduler.control.mirror import mirror_summary
-from scheduler.frame_schema import (
-    LiveFrame,
-    LivePlacement,
-    MttfBucket,
-    Power,
-    QueuedJob,
-    RunningJob,
-    TenantUse,
-)
+from scheduler.frame_schema import LiveFrame, MttfBucket, Power, QueuedJob, RunningJob, TenantUse
 from scheduler.frames import dashboard_frames, heat_detail, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
+from scheduler.placement_schema import LivePlacement
 from scheduler.reliability.failures import job_failure_rate
 from scheduler.report import fleet_ettr, utilisation
 from scheduler.scheduling.queue_index import partition_of

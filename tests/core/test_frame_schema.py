@@ -19,11 +19,13 @@ from scheduler.control.commands import apply_command
 from scheduler.control.drills import KINDS, run_drill
 from scheduler.control.mirror import Observation, ObservedJob, mirror_hold, observe
 from scheduler.engine import Engine
-from scheduler.frame_schema import LiveFrame, LivePlacement, json_schema, keys_of, schema_text
+from scheduler.frame_schema import LiveFrame
 from scheduler.frames import RACK_ZOOMS, heat_zoom
 from scheduler.live import QUEUE_COLUMNS, live_frame, live_placement
 from scheduler.model.ledger import CATEGORIES
+from scheduler.placement_schema import LivePlacement
 from scheduler.presets import PRESETS, get_preset
+from scheduler.schema_json import json_schema, keys_of, schema_text
 from scheduler.simulate import Scenario
 from scheduler.workload.jobs import Workload
 
@@ -69,7 +71,7 @@ def check_engine(engine) -> dict:
 
 def test_the_checked_in_json_schema_is_the_generated_one():
     assert SCHEMA_FILE.read_text(encoding="utf-8") == schema_text(), (
-        "docs/frame.schema.json is stale: python -m scheduler.frame_schema > "
+        "docs/frame.schema.json is stale: python -m scheduler.schema_json > "
         "docs/frame.schema.json")
     Draft202012Validator.check_schema(SCHEMA)
 

@@ -32,6 +32,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.test import Client
 
 from bench.live_server import free_port, redis_reachable
+from tests import frames
 from twin.config import demo as config_demo
 from twin.config.asgi import application
 from twin.live import broadcast
@@ -103,7 +104,7 @@ async def connect(cookie):
 
 async def live_state(seq, t):
     await database_sync_to_async(live_services.live_state_write)(
-        seq=seq, t_sim=t, frame={"t": t, "type": "frame", "seq": seq, "health": "ok"},
+        seq=seq, t_sim=t, frame=frames.frame(t=t),
         health="ok", last_error="", speed=60.0, paused=False)
 
 

@@ -19,10 +19,13 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 
+from tests import frames
 from twin.config.asgi import application
-from twin.live import broadcast, consumers, services, socket_sessions
-from twin.live.flow import scope_with_transport
-from twin.live.socket_sessions import sockets_recheck
+from twin.live import broadcast, services
+from twin.sockets import consumers
+from twin.sockets import sessions as socket_sessions
+from twin.sockets.flow import scope_with_transport
+from twin.sockets.sessions import sockets_recheck
 
 pytestmark = [pytest.mark.faults, pytest.mark.asyncio, pytest.mark.django_db(transaction=True),
               pytest.mark.usefixtures("engine_off", "fresh_layer")]
@@ -101,7 +104,11 @@ def frame(t, pad: int = 0):
 
 async def live_state(seq, t, pad: int = 0):
     await database_sync_to_async(services.live_state_write)(
-        seq=seq, t_sim=t, frame={**frame(t, pad), "type": "frame", "seq": seq}, health="ok",
+        seq=seq, t_sim=t, frame=frames.frame(
+            t=t, util={"gpus": 96, "allocated": 40},
+            # a big frame: one long event line (the schema has no room for padding)
+            events=[{"t": t, "kind": "note", "text": "x" * pad}] if pad else []),
+        health="ok",
         last_error="", speed=60.0, paused=False)
 
 

@@ -12,6 +12,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
+from tests import frames
 from tests.web.test_driver import FakeClock, drivers, request_drill  # noqa: F401
 from twin import models as m
 from twin.control import actions as services_actions
@@ -23,21 +24,25 @@ pytestmark = pytest.mark.django_db
 RUN = "run-actions"
 
 
-def placement():
-    return {"t": 7200.0,
-            "jobs": {"train-7": {"state": "running", "gpus": 16, "tenant": "acme",
-                                 "model": "H100-SXM", "nodes": [[0, 1]]}},
-            "held": [{"name": "held-3", "tenant": "acme", "gpus": 8, "priority": 2,
-                      "reason": "JobHeldUser", "wait_h": 0.5}],
-            "down": [], "drained": [], "spare": [], "gpus_down": [], "switches_down": [],
-            "links_down": [], "storage": {}}
+BIG_9 = [1, "big-9", "acme", 512, 1, 1.5, None, ""]  # a queue row (scheduler.live)
+
+
+def placement(queue=(BIG_9,), queue_total=1):
+    """train-7 running on nodes 0-1, held-3 held, ``queue`` the placement's queue rows (of
+    ``queue_total`` queued)."""
+    return frames.placement(
+        t=7200.0,
+        jobs={"train-7": {"gpus": 16, "tenant": "acme", "nodes": [[0, 1]],
+                          "gpu_runs": [[0, 15]]}},
+        held=[{"name": "held-3", "tenant": "acme", "gpus": 8, "priority": 2,
+               "reason": "JobHeldUser", "wait_h": 0.5}],
+        queue=list(queue), queue_total=queue_total)
 
 
 def frame(queued=1):
-    return {"t": 7200.0, "jobs": {"queued": queued},
-            "queue": [{"position": 1, "name": "big-9", "tenant": "acme", "gpus": 512,
-                       "priority": 1, "wait_h": 1.5, "reserved_start_h": None}],
-            "running_jobs": [], "tenants": []}
+    return frames.frame(t=7200.0, jobs={"queued": queued},
+                        queue=[{"position": 1, "name": "big-9", "tenant": "acme", "gpus": 512,
+                                "priority": 1, "wait_h": 1.5}])
 
 
 @pytest.fixture
@@ -103,9 +108,10 @@ def test_a_bad_job_action_is_refused_with_one_message_and_changes_nothing(live, 
 
 
 def test_a_job_queued_beyond_the_frames_rows_is_left_to_the_engine_to_check(live, login, sent):
+    # 400 queued: the frame and the placement carry the first row only
     live_services.live_state_write(seq=2, t_sim=7300.0, frame=frame(queued=400), health="ok",
                               last_error="", speed=60.0, paused=False, inventory=RUN,
-                              placement=placement())
+                              placement=placement(queue_total=400))
     r = post_json(login("staff"), "/api/jobs/old-1/actions", {"action": "hold"})
     assert r.status_code == 202 and r.json()["state_before"] is None
     assert sent == [("job_hold", {"job": "old-1", "by": "staff"})]
@@ -114,8 +120,8 @@ def test_a_job_queued_beyond_the_frames_rows_is_left_to_the_engine_to_check(live
 def test_a_job_deep_in_the_queue_is_checked_against_the_placements_queue(live, login, sent):
     """The frame carries the queue's head; the placement carries its first 20,000 rows, so a
     job far down is refused at once when the action does not fit its state."""
-    deep = {**placement(), "queue_total": 400,
-            "queue": [[p, f"q-{p}", "acme", 8, 1, 2.0, None, "Priority"] for p in range(1, 401)]}
+    deep = placement(queue=[[p, f"q-{p}", "acme", 8, 1, 2.0, None, "Priority"]
+                            for p in range(1, 401)], queue_total=400)
     live_services.live_state_write(seq=2, t_sim=7300.0, frame=frame(queued=400), health="ok",
                               last_error="", speed=60.0, paused=False, inventory=RUN,
                               placement=deep)

@@ -10,6 +10,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from tests import frames
 from tests.web.test_driver import drivers  # noqa: F401  (the fixture)
 from twin import models as m
 from twin.control import edits as inventory_services
@@ -32,15 +33,15 @@ def nodes_of(cluster):
 
 def placement(**runs):
     """A placement as the engine writes it, at t = 1 h; ``runs`` override its node runs."""
-    return {"t": 3600.0, "down": [], "drained": [], "spare": [[11, 11]], "gpus_down": [],
-            "switches_down": [], "links_down": [], "storage": {},
-            "jobs": {"llm": {"state": "running", "gpus": 16, "model": "H100-SXM",
-                             "nodes": [[2, 3]]}}, **runs}
+    return frames.placement(**{
+        "t": 3600.0, "spare": [[11, 11]],
+        "jobs": {"llm": {"gpus": 16, "nodes": [[2, 3]], "gpu_runs": [[16, 31]]}}, **runs})
 
 
 def engine_wrote(value: dict) -> None:
-    live_services.live_state_write(seq=1, t_sim=value.get("t", 0.0), frame={}, health="ok",
-                              last_error="", speed=1.0, paused=False, placement=value)
+    live_services.live_state_write(seq=1, t_sim=value["t"], frame=frames.frame(t=value["t"]),
+                                   health="ok", last_error="", speed=1.0, paused=False,
+                                   placement=value)
 
 
 def cells(html: str, pk: int, *fields: str) -> tuple[str, ...]:
@@ -118,6 +119,7 @@ def test_switch_and_link_lists_show_what_the_engine_reports_out(small_cluster, a
 
 
 def test_a_placement_from_before_switches_were_reported_says_so(clusters, admin_client):
+    # an older engine's placement, raw: only the keys every version wrote
     engine_wrote({"t": 0.0, "jobs": {}, "down": [], "drained": [], "spare": []})
     html = admin_client.get("/admin/twin/switch/").content.decode()
     assert "not reported by the live engine" in html

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
+from tests import frames
 from twin import models as m
 from twin.alerts import rules as alerts
 from twin.live import services
@@ -44,9 +45,10 @@ def rule(name="down", figure="util.down", comparison=">", threshold=4.0, for_s=6
 
 
 def frame(t, down=0, tenants=(("a", 10, 100),), **extra):
-    return {"t": t, "util": {"gpus": 512, "allocated": 100, "down": down},
-            "tenants": [{"tenant": n, "used_gpus": u, "quota_gpus": q} for n, u, q in tenants],
-            **extra}
+    return frames.frame(
+        t=t, util={"gpus": 512, "allocated": 100, "idle": 412 - down, "down": down},
+        tenants=[{"tenant": n, "used_gpus": u, "quota_gpus": q} for n, u, q in tenants],
+        **extra)
 
 
 def publish(t, **kw) -> dict:
@@ -141,6 +143,28 @@ def test_alerts_follow_the_runs_of_breaches_that_last_their_duration(steps, for_
     assert m.Alert.objects.count() == len(lasted)
     still = start is not None and t - start >= for_s
     assert len(firing()) == int(still)
+
+
+def test_each_derived_figure_reads_its_values_off_the_frame():
+    busy = frames.frame(
+        util={"gpus": 200, "down": 5},
+        heatmaps={"links": [{"z": [[0.2, 0.97]]}],
+                  "racks": {"outlet_c": {"z": [[30.0, -1.0, 41.5]], "empty": -1}}},
+        queue=[{"name": "a", "wait_h": 3.0}, {"name": "b", "position": 2, "wait_h": 30.0}],
+        running_jobs=[{"name": "llm", "mfu": 0.35},
+                      {"name": "hung", "state": "detecting", "mfu": 0.0}],
+        tenants=[{"tenant": "a", "used_gpus": 30, "quota_gpus": 20},
+                 {"tenant": "no-quota", "used_gpus": 3, "quota_gpus": 0}],
+        source="mirror", sources={"slurm": {"age_s": 12.0}, "prometheus": {"age_s": None}},
+        mirror={"xid": {"79": 3, "48": 2}})
+    assert {name: alerts.figure_values(name, busy) for name in alerts.DERIVED} == {
+        "util.down_pct": [({}, 2.5)], "tenants.quota_ratio": [({"tenant": "a"}, 1.5)],
+        "links.util_max": [({}, 0.97)], "racks.outlet_max_c": [({}, 41.5)],
+        "queue.wait_h_max": [({}, 30.0)], "jobs.mfu": [({"job": "llm"}, 0.35)],
+        "sources.lag_max_s": [({}, 12.0)], "mirror.xid_per_h": [({}, 5.0)]}
+    quiet = frames.frame()  # no power model, no mirror, nothing queued, running or hot
+    assert {name: v for name in alerts.DERIVED
+            if (v := alerts.figure_values(name, quiet))} == {"util.down_pct": [({}, 0.0)]}
 
 
 def test_a_tenant_over_quota_fires_for_that_tenant_only():

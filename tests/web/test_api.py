@@ -17,6 +17,7 @@ from django.test import Client
 
 from scheduler.live import live_frame, live_placement
 from scheduler.simulate import Scenario
+from tests import frames
 from twin import models as m
 from twin.live import broadcast
 from twin.live.driver import EngineDriver
@@ -57,7 +58,8 @@ def frame(scene):
 
 @pytest.fixture
 def live(db, frame, scene):
-    live_state_write(seq=42, t_sim=frame["t"], frame={**frame, "health": "ok"}, health="ok",
+    live_state_write(seq=42, t_sim=frame["t"], frame=frames.frame(**frame, speed=120.0),
+                     health="ok",
                      last_error="", speed=120.0, paused=False,
                      placement=as_json(live_placement(scene.engine)))
     return m.LiveState.objects.get()

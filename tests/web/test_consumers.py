@@ -10,8 +10,10 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from tests import frames
 from twin.config.asgi import application
-from twin.live import broadcast, consumers, services
+from twin.live import broadcast, services
+from twin.sockets import consumers
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -58,7 +60,7 @@ def frame(t):
 
 async def live_state(seq, t):
     await database_sync_to_async(services.live_state_write)(
-        seq=seq, t_sim=t, frame={**frame(t), "type": "frame", "seq": seq}, health="ok",
+        seq=seq, t_sim=t, frame=frames.frame(t=t, util={"gpus": 96, "allocated": 40}), health="ok",
         last_error="", speed=60.0, paused=False)
 
 

@@ -13,6 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.hardware.catalog import get
 from scheduler.hardware.power import gpu_power_w
+from tests import frames
+from tests.frames import gpu_runs
 from twin.live.services import live_state_write
 from twin.metrics import dcgm
 from twin.metrics.collector import exposition
@@ -29,8 +31,14 @@ EXPORTER_NAMES = {
 }
 EXPORTER_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
                    "DCGM_FI_DRIVER_VERSION"}
-FRAME = {"mfu": 0.3, "running_jobs": [{"name": "llama", "mfu": 0.42}]}
-IDLE = {"jobs": {}, "down": [], "gpus_down": []}
+FRAME = frames.frame(t=3600.0, mfu=0.3, running_jobs=[{"name": "llama", "mfu": 0.42}])
+IDLE = frames.placement(t=3600.0)
+
+
+def placed(*, down=(), gpus_down=(), **jobs) -> dict:
+    """The placement with these gangs (name -> partial placed job, ``gpu_runs`` explicit:
+    ``tiny`` nodes hold 8 GPUs, node ``n`` GPUs ``8n`` to ``8n + 7``) and these runs down."""
+    return frames.placement(t=3600.0, jobs=jobs, down=list(down), gpus_down=list(gpus_down))
 
 
 def host(node: int) -> str:
@@ -102,8 +110,7 @@ def test_idle_gpus_read_idle_power_no_load_and_free_memory(publish, scrape):
 
 def test_a_running_gangs_gpus_are_busy_and_labelled_with_the_job(publish, scrape):
     # 12 GPUs over nodes 1-2: 6 on each, the lowest indices
-    publish({**IDLE, "jobs": {"llama": {"state": "running", "gpus": 12, "model": "m",
-                                        "nodes": [[1, 2]]}}})
+    publish(placed(llama={"gpus": 12, "nodes": [[1, 2]], "gpu_runs": gpu_runs((1, 6), (2, 6))}))
     families = scrape()
     held = {(host(n), i) for n in (1, 2) for i in range(6)}
     util = by_gpu(families["DCGM_FI_DEV_GPU_UTIL"])
@@ -128,14 +135,15 @@ def test_a_running_gangs_gpus_are_busy_and_labelled_with_the_job(publish, scrape
 
 
 def test_gangs_beyond_the_frames_list_take_the_listed_gangs_mean_mfu(publish, scrape):
-    publish({**IDLE, "jobs": {"llama": {"state": "running", "gpus": 8, "nodes": [[0, 0]]},
-                              "other": {"state": "running", "gpus": 8, "nodes": [[3, 3]]}}})
+    publish(placed(llama={"gpus": 8, "nodes": [[0, 0]], "gpu_runs": gpu_runs((0, 8))},
+                   other={"gpus": 8, "nodes": [[3, 3]], "gpu_runs": gpu_runs((3, 8))}))
     tensor = by_gpu(scrape()["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"])
     assert tensor[(host(3), 0)].value == 0.42 and tensor[(host(3), 0)].labels["hpc_job"] == "other"
 
 
 def test_a_gang_hung_in_a_failure_reads_full_util_without_tensor_work(publish, scrape):
-    publish({**IDLE, "jobs": {"llama": {"state": "detecting", "gpus": 8, "nodes": [[4, 4]]}}})
+    publish(placed(llama={"state": "detecting", "gpus": 8, "nodes": [[4, 4]],
+                          "gpu_runs": gpu_runs((4, 8))}))
     families = scrape()
     key = (host(4), 2)
     assert by_gpu(families["DCGM_FI_DEV_GPU_UTIL"])[key].value == 100
@@ -145,11 +153,11 @@ def test_a_gang_hung_in_a_failure_reads_full_util_without_tensor_work(publish, s
 
 
 def test_a_drilled_down_node_goes_silent_and_alone_answers_503(publish, scrape, login):
-    publish({**IDLE, "jobs": {"llama": {"state": "running", "gpus": 16, "nodes": [[2, 3]]}}})
+    gang = {"gpus": 16, "nodes": [[2, 3]], "gpu_runs": gpu_runs((2, 8), (3, 8))}
+    publish(placed(llama=gang))
     before = by_gpu(scrape()["DCGM_FI_DEV_GPU_UTIL"])
     assert before[(host(3), 0)].value > 0
-    publish({**IDLE, "down": [[3, 3]],
-             "jobs": {"llama": {"state": "detecting", "gpus": 16, "nodes": [[2, 3]]}}})
+    publish(placed(down=[[3, 3]], llama={**gang, "state": "detecting"}))
     after = by_gpu(scrape()["DCGM_FI_DEV_GPU_UTIL"])
     assert {h for h, _ in after} == {host(n) for n in range(8)} - {host(3)}
     assert len(after) == 56
@@ -158,8 +166,8 @@ def test_a_drilled_down_node_goes_silent_and_alone_answers_503(publish, scrape, 
 
 
 def test_a_failed_gpu_on_a_live_node_reads_xid_79_and_idle(publish, scrape):
-    publish({**IDLE, "gpus_down": [[20, 20]],  # node 2, index 4
-             "jobs": {"llama": {"state": "running", "gpus": 8, "nodes": [[2, 2]]}}})
+    publish(placed(gpus_down=[[20, 20]],  # node 2, index 4
+                   llama={"gpus": 8, "nodes": [[2, 2]], "gpu_runs": gpu_runs((2, 8))}))
     families = scrape()
     xid = by_gpu(families["DCGM_FI_DEV_XID_ERRORS"])
     assert xid[(host(2), 4)].value == dcgm.XID_FALLEN_OFF_BUS
@@ -169,7 +177,7 @@ def test_a_failed_gpu_on_a_live_node_reads_xid_79_and_idle(publish, scrape):
 
 
 def test_hostname_selects_one_node_as_a_per_node_exporter(publish, scrape, login):
-    publish({**IDLE, "jobs": {"llama": {"state": "running", "gpus": 8, "nodes": [[5, 5]]}}})
+    publish(placed(llama={"gpus": 8, "nodes": [[5, 5]], "gpu_runs": gpu_runs((5, 8))}))
     families = scrape(hostname=host(5))
     assert set(families) == EXPORTER_NAMES
     util = families["DCGM_FI_DEV_GPU_UTIL"]
@@ -192,9 +200,10 @@ def test_no_answer_is_invented_before_the_engine_runs_this_cluster(small_cluster
 def test_the_bulk_writer_writes_prometheus_clients_bytes(small_cluster):
     nodes = tuple((host(n), "H100-SXM" if n < 8 else "MI300X", 8, 400.0) for n in range(12))
     inv = dcgm.DcgmInventory("tiny", nodes)
-    placement = {"down": [[6, 6]], "gpus_down": [[9, 9]],
-                 "jobs": {'odd "name"\\x': {"state": "running", "gpus": 10, "nodes": [[0, 1]]},
-                          "hung": {"state": "detecting", "gpus": 3, "nodes": [[2, 2]]}}}
+    placement = placed(down=[[6, 6]], gpus_down=[[9, 9]], **{
+        'odd "name"\\x': {"gpus": 10, "nodes": [[0, 1]], "gpu_runs": gpu_runs((0, 5), (1, 5))},
+        "hung": {"state": "detecting", "gpus": 3, "nodes": [[2, 2]],
+                 "gpu_runs": gpu_runs((2, 3))}})
     readings = dcgm.dcgm_readings(inv, placement=placement, frame=FRAME)
     library = exposition(dcgm.DcgmCollector(inv, readings))
     bulk = b"".join(dcgm.dcgm_exposition_chunks(inv, readings))

@@ -11,8 +11,9 @@ from scheduler.fabric.routing import Router
 from scheduler.fabric.topology import LINK_KINDS
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.presets import get_preset
+from scheduler.snapshot import plan_digest
 from twin import models as m
-from twin.inventory.adapter import cluster_plan_read, cluster_plan_write, plan_fingerprint
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write
 
 FABRIC = ("switch_tier", "switch_pod", "switch_rail", "endpoint_leaf", "link_a", "link_b",
           "link_kind")
@@ -36,7 +37,7 @@ def test_a_plain_dragonfly_reads_back_array_for_array_with_its_link_kinds(db, pl
     kinds = read.fabric.link_kind
     assert set(np.unique(kinds).tolist()) == {LINK_KINDS.index("local"),
                                                 LINK_KINDS.index("global")}
-    assert plan_fingerprint(read) == plan_fingerprint(plan)
+    assert plan_digest(read) == plan_digest(plan)
 
 
 def test_local_links_read_back_inside_one_group_and_global_links_between_groups(db):

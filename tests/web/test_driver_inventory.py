@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from channels.db import database_sync_to_async
 
+from scheduler.snapshot import plan_digest
 from tests.web.test_driver import FakeClock, drivers  # noqa: F401  (the fixture)
 from twin import models as m
-from twin.inventory.adapter import cluster_plan_read, cluster_plan_write, plan_fingerprint
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +20,7 @@ async def test_the_live_engine_runs_the_selected_inventory(drivers, small_plan):
     state = driver.engine.state
     assert state.n_gpus == small_plan.n_gpus == 96  # not dev-small's 256
     np.testing.assert_array_equal(state.node_spare, plan.node_spare)
-    assert driver.inventory == plan_fingerprint(plan)
+    assert driver.inventory == plan_digest(plan)
 
 
 async def test_a_snapshot_of_an_older_inventory_is_carried_onto_the_new_one(drivers, small_plan):  # noqa: F811,E501

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import frames
 from twin import models as m
 from twin.live import services
 
@@ -16,26 +17,26 @@ RUN = "run-pages"
 def placement(**extra):
     """Job ``train-7`` on engine nodes 0-1 (16 GPUs), ``serve-2`` on node 2; node 5 down,
     GPU 19 (node 2, index 3) out, switch link 0 out."""
-    return {"t": 7200.0,
-            "jobs": {"train-7": {"state": "running", "gpus": 16, "tenant": "acme",
-                                 "model": "H100-SXM", "nodes": [[0, 1]]},
-                     "serve-2": {"state": "running", "gpus": 4, "tenant": "serving",
-                                 "model": "H100-SXM", "nodes": [[2, 2]]}},
-            "down": [[5, 5]], "drained": [], "spare": [], "gpus_down": [[19, 19]],
-            "switches_down": [], "links_down": [[0, 0]], "storage": {}, **extra}
+    return frames.placement(**{
+        "t": 7200.0,
+        "jobs": {"train-7": {"gpus": 16, "tenant": "acme", "nodes": [[0, 1]],
+                             "gpu_runs": [[0, 15]]},
+                 # node 2's GPUs 0-2 and 4 (engine 16-18, 20): GPU 19 is out
+                 "serve-2": {"gpus": 4, "tenant": "serving", "nodes": [[2, 2]],
+                             "gpu_runs": [[16, 18], [20, 20]]}},
+        "down": [[5, 5]], "gpus_down": [[19, 19]], "links_down": [[0, 0]], **extra})
 
 
 def frame():
-    return {"t": 7200.0,
-            "queue": [{"position": 1, "name": "big-9", "tenant": "acme", "gpus": 512,
-                       "priority": 1, "wait_h": 1.5, "reserved_start_h": None,
-                       "reason": "Resources"}],
-            "running_jobs": [{"name": "train-7", "tenant": "acme", "gpus": 16,
-                              "state": "running", "model": "H100-SXM",
-                              "span": {"pods": 1, "leaves": 2}, "mfu": 0.41,
-                              "running_h": 1.25}],
-            "tenants": [{"tenant": "acme", "used_gpus": 16, "quota_gpus": 64},
-                        {"tenant": "serving", "used_gpus": 4, "quota_gpus": 32}]}
+    return frames.frame(
+        t=7200.0,
+        queue=[{"position": 1, "name": "big-9", "tenant": "acme", "gpus": 512,
+                "priority": 1, "wait_h": 1.5, "reason": "Resources"}],
+        running_jobs=[{"name": "train-7", "tenant": "acme", "gpus": 16, "state": "running",
+                       "model": "H100-SXM", "span": {"pods": 1, "leaves": 2}, "mfu": 0.41,
+                       "running_h": 1.25}],
+        tenants=[{"tenant": "acme", "used_gpus": 16, "quota_gpus": 64},
+                 {"tenant": "serving", "used_gpus": 4, "quota_gpus": 32}])
 
 
 @pytest.fixture

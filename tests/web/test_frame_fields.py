@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.frame_schema import json_schema
+from scheduler.schema_json import json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json_schema()

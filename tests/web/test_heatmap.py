@@ -12,6 +12,7 @@ import pytest
 from scheduler.frames import LINK_SCALE, OUTLET_SCALE, link_detail, link_heatmaps
 from scheduler.live import live_frame, live_placement
 from scheduler.presets import get_preset
+from tests import frames
 from tests.core.factories import job, run_engine, workload
 from twin import models as m
 from twin.inventory.adapter import cluster_plan_write
@@ -25,7 +26,7 @@ def as_json(value):
 
 
 def _publish(frame: dict, placement: dict) -> None:
-    services.live_state_write(seq=3, t_sim=frame.get("t", 0.0), frame=frame, health="ok",
+    services.live_state_write(seq=3, t_sim=frame["t"], frame=frame, health="ok",
                               last_error="", speed=60.0, paused=False, placement=placement)
 
 
@@ -113,7 +114,7 @@ def test_anonymous_users_are_refused_and_posts_are_not_allowed(small_live, clien
 def test_without_a_frame_or_full_resolution_values_the_api_says_why(db, login, small_plan):
     cluster_plan_write(small_plan)
     assert login("operator").get("/api/heatmap?tier=leaf-spine&pod=0").status_code == 503
-    _publish({"t": 1.0}, {"t": 1.0})
+    _publish(frames.frame(t=1.0), frames.placement(t=1.0, heat=None))  # an older engine's
     response = login("operator").get("/api/heatmap?tier=leaf-spine&pod=0")
     assert response.status_code == 404 and "full-resolution" in response.json()["error"]
 
@@ -139,8 +140,9 @@ def test_at_100k_gpus_one_hot_link_tops_its_fleet_cell_and_the_zoom_names_it(log
     util = np.full(f.link_a.size, 0.03)
     util[link] = 1.0
     fleet = next(fr for fr in link_heatmaps(f, util) if fr["tier"] == "leaf-spine")
-    _publish(as_json({"t": 10.0, "heatmaps": {"links": [fleet]}}),
-             as_json({"t": 10.0, "heat": {"links": link_detail(f, util), "racks": {}}}))
+    _publish(frames.frame(**as_json({"t": 10.0, "heatmaps": {"links": [fleet]}})),
+             frames.placement(**as_json({"t": 10.0,
+                                         "heat": {"links": link_detail(f, util), "racks": {}}})))
     operator = login("operator")
     state = operator.get("/api/state").json()["frame"]["heatmaps"]["links"][0]
     row = next(i for i, (a, b) in enumerate(state["rows"]) if a <= leaf <= b)

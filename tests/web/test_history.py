@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import frames
 from twin import models as m
 from twin.live import history, services
 
@@ -23,11 +24,12 @@ def step(settings):
 
 
 def frame(t, allocated=100, tenants=(("a", 40),)):
-    return {"t": t, "util": {"gpus": 200, "allocated": allocated, "down": 8},
-            "mfu": 0.41, "goodput": 0.9, "jobs": {"queued": 3, "running": 5},
-            "failures": {"total": 2}, "inference": {"slo_attainment": 0.99, "serving_gpus": 16},
-            "power": {"it_mw": 0.3, "facility_mw": 0.36, "throttled_gpus": 0},
-            "tenants": [{"tenant": n, "used_gpus": g, "quota_gpus": 100} for n, g in tenants]}
+    return frames.frame(
+        t=t, util={"gpus": 200, "allocated": allocated, "idle": 192 - allocated, "down": 8},
+        mfu=0.41, goodput=0.9, jobs={"queued": 3, "running": 5}, failures={"total": 2},
+        inference={"slo_attainment": 0.99, "serving_gpus": 16},
+        power={"it_mw": 0.3, "facility_mw": 0.36, "throttled_gpus": 0},
+        tenants=[{"tenant": n, "used_gpus": g, "quota_gpus": 100} for n, g in tenants])
 
 
 def publish(t, **kw):
@@ -103,3 +105,21 @@ def test_history_needs_a_login(client):
     publish(0.0)
     response = client.get("/api/history", {"metric": "fleet.mfu_pct"})
     assert response.status_code in (302, 401, 403)
+
+
+def test_figures_the_frame_reports_as_null_are_left_out_never_zero():
+    quiet = frames.frame(t=0.0, power=None, mfu_window=None,
+                         inference={"slo_attainment": None, "serving_gpus": 0})
+    got = history.sample(quiet)
+    assert not {"fleet.mfu_window_pct", "inference.slo_pct", "power.it_mw",
+                "power.facility_mw", "power.throttled_gpus"} & set(got)
+    assert got["fleet.mfu_pct"] == 0.0 and got["inference.serving_gpus"] == 0.0
+    assert history.sample(frames.frame(mfu_window=0.25))["fleet.mfu_window_pct"] == 25.0
+
+
+def test_a_lost_frame_is_stored_without_a_history_sample():
+    services.live_state_write(seq=1, t_sim=90.0, frame=frames.lost_frame(t=90.0),
+                              health="error", last_error="boom", speed=60.0, paused=False,
+                              inventory=RUN)
+    assert m.LiveState.objects.get().frame["lost"] is True
+    assert not m.HistorySample.objects.exists()

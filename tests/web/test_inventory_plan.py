@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
+from scheduler.snapshot import plan_digest
 from scheduler.workload.scenarios import refabric, scaled_preset
 from twin import models as m
-from twin.inventory.adapter import cluster_plan_read, cluster_plan_write, plan_fingerprint
+from twin.inventory.adapter import cluster_plan_read, cluster_plan_write
 
 ARRAYS = ("node_model", "node_gpus", "node_first_gpu", "node_rack", "node_slot", "node_spare",
           "node_nvlink_domain", "rack_hall", "rack_row", "rack_col", "rack_power_kw")
@@ -34,7 +35,7 @@ def same_plan(a, b) -> None:
     assert (a.fabric.kind, a.fabric.radix, a.fabric.port_gbps) == (
         b.fabric.kind, b.fabric.radix, b.fabric.port_gbps)
     assert a.storage == b.storage and a.cloud_pools == b.cloud_pools
-    assert plan_fingerprint(a) == plan_fingerprint(b)
+    assert plan_digest(a) == plan_digest(b)
 
 
 def preset_plan(preset: str, gpus: int, fabric: str | None = None):
@@ -63,7 +64,7 @@ def test_an_edit_to_the_rows_is_in_the_next_plan(db, small_plan):
     node.save()
     after = cluster_plan_read(cluster=cluster)
     assert after.node_spare[2] and not before.node_spare[2]
-    assert plan_fingerprint(after) != plan_fingerprint(before)
+    assert plan_digest(after) != plan_digest(before)
 
 
 def test_a_node_without_nic_links_is_refused_by_name(db, small_plan):
@@ -84,4 +85,4 @@ def test_plans_of_two_clusters_differ_in_fingerprint(db):
     a = plan_cluster("a", (NodeGroup("H100-SXM", 8),), fabric_kind="fat-tree",
                      fabric_kw={"radix": 8})
     b = replace(a, name="b", node_spare=np.array([True] + [False] * 7))
-    assert plan_fingerprint(a) != plan_fingerprint(b)
+    assert plan_digest(a) != plan_digest(b)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests import frames
 from twin import models as m
 from twin.control import edits as services
 
@@ -139,9 +140,9 @@ def test_a_drained_node_the_engine_still_runs_a_job_on_is_kept(two_clusters, adm
     _, live = two_clusters
     node = nodes_of(live)[3]
     services.nodes_drain(nodes=m.Node.objects.filter(pk=node.pk))
-    live_state_write(seq=1, t_sim=0.0, frame={}, health="ok", last_error="", speed=1.0,
-                     paused=False, placement={"jobs": {"llm": {"state": "running", "gpus": 16,
-                                                               "nodes": [[2, 3]]}}})
+    live_state_write(seq=1, t_sim=0.0, frame=frames.frame(), health="ok", last_error="",
+                     speed=1.0, paused=False, placement=frames.placement(jobs={"llm": {
+                         "gpus": 16, "nodes": [[2, 3]], "gpu_runs": [[16, 31]]}}))
     response = admin_client.post("/admin/twin/node/", {
         "action": "delete_selected", "_selected_action": [node.pk], "post": "yes"}, follow=True)
     assert "still runs llm" in response.content.decode()

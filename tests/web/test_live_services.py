@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from tests import frames
 from twin import models as m
 from twin.control import selectors as control_selectors
 from twin.control import services as control_services
@@ -128,17 +129,18 @@ def test_only_the_newest_three_snapshots_are_kept(db):
 def test_live_state_is_one_row_updated_in_place(db):
     assert live_selectors.live_state_get() is None
     for seq in (1, 2):
-        live_services.live_state_write(seq=seq, t_sim=60.0 * seq, frame={"t": 60.0 * seq},
-                                  health="ok", last_error="", speed=60.0, paused=False)
+        live_services.live_state_write(seq=seq, t_sim=60.0 * seq,
+                                       frame=frames.frame(t=60.0 * seq), health="ok",
+                                       last_error="", speed=60.0, paused=False)
     state = live_selectors.live_state_get()
     assert (m.LiveState.objects.count(), state.pk, state.seq, state.frame) == (
-        1, 1, 2, {"t": 120.0, "alerts": {"firing": 0}})  # alerts: twin.alerts.rules' nav badge
+        1, 1, 2, {**frames.frame(t=120.0), "alerts": {"firing": 0}})  # the nav badge
 
 
 def test_health_is_a_heartbeat_a_silent_engine_reads_as_down(db, settings):
     settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "HEARTBEAT_S": 10.0}
-    live_services.live_state_write(seq=1, t_sim=5.0, frame={"t": 5.0, "health": "ok"}, health="ok",
-                              last_error="", speed=1.0, paused=False)
+    live_services.live_state_write(seq=1, t_sim=5.0, frame=frames.frame(t=5.0, health="ok"),
+                                   health="ok", last_error="", speed=1.0, paused=False)
     assert live_selectors.live_state_get().health == "ok"
     m.LiveState.objects.update(updated_at=timezone.now() - datetime.timedelta(seconds=11))
     live = live_selectors.live_state_get()

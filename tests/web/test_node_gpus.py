@@ -16,6 +16,7 @@ from scheduler.engine import Engine
 from scheduler.live import live_frame, live_placement
 from scheduler.scheduling.inference import REPLICA_BASE
 from scheduler.workload.jobs import Requirement
+from tests import frames
 from tests.core.factories import HOUR, job, service, workload
 from twin import models as m
 from twin.live.services import live_state_write
@@ -40,7 +41,8 @@ def engine(small_plan):
 
 @pytest.fixture
 def live(small_cluster, engine):
-    live_state_write(seq=1, t_sim=engine.now, frame=json.loads(json.dumps(live_frame(engine))),
+    live_state_write(seq=1, t_sim=engine.now,
+                     frame=frames.frame(**json.loads(json.dumps(live_frame(engine)))),
                      health="ok", last_error="", speed=60.0, paused=False,
                      inventory=f"test:{small_cluster.pk}",
                      placement=json.loads(json.dumps(live_placement(engine))))

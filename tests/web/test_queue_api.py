@@ -6,6 +6,7 @@ import json
 import pytest
 
 from scheduler.live import QUEUE_COLUMNS, live_frame, live_placement
+from tests import frames
 from tests.core.factories import job, run_engine, small_plan, workload
 from twin import models as m
 from twin.live.services import live_state_write
@@ -24,7 +25,7 @@ def engine():
 
 @pytest.fixture
 def live(db, engine):
-    frame = json.loads(json.dumps(live_frame(engine)))
+    frame = frames.frame(**json.loads(json.dumps(live_frame(engine))))  # + the driver's keys
     live_state_write(seq=1, t_sim=engine.now, frame=frame, health="ok", last_error="",
                      speed=60.0, paused=False,
                      placement=json.loads(json.dumps(live_placement(engine))))

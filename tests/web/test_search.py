@@ -64,7 +64,7 @@ def test_a_prefix_matches_many_and_says_how_many_more_are_not_shown(live, login)
 
 def test_more_than_the_limit_is_counted_and_capped(live, monkeypatch):
     monkeypatch.setattr(search, "COUNT_CAP", 30)
-    groups = {g.kind: g for g in search.search(cluster=live, placement={}, frame={}, q="H100",
+    groups = {g.kind: g for g in search.search(cluster=live, placement=None, frame=None, q="H100",
                                                limit=5)}
     gpu = groups["gpu"]  # 64 H100 serials: 5 shown, more than 30 - 5 more
     assert len(gpu.hits) == 5 and gpu.more == 25 and gpu.capped

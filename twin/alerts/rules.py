@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.frame_schema import LostFrame, StoredFrame
 from twin import app_setting
 from twin.alerts.models import Alert, AlertRule
 from twin.audit.models import AuditEntry
@@ -84,53 +85,56 @@ def frame_path(frame: dict, path: str):
     return node
 
 
-def _tenant_quota_ratio(frame: dict) -> Values:
+def _tenant_quota_ratio(frame: StoredFrame) -> Values:
     return [({"tenant": str(t["tenant"])}, t["used_gpus"] / t["quota_gpus"])
-            for t in frame.get("tenants") or [] if t.get("quota_gpus")]
+            for t in frame["tenants"] if t["quota_gpus"]]
 
 
-def _down_pct(frame: dict) -> Values:
-    util = frame.get("util") or {}
-    return [({}, 100.0 * util.get("down", 0) / util["gpus"])] if util.get("gpus") else []
+def _down_pct(frame: StoredFrame) -> Values:
+    util = frame["util"]
+    return [({}, 100.0 * util["down"] / util["gpus"])] if util["gpus"] else []
 
 
-def _links_util_max(frame: dict) -> Values:
-    cells = [v for hm in (frame.get("heatmaps") or {}).get("links") or []
-             for row in hm.get("z") or [] for v in row if _num(v) is not None]
+def _links_util_max(frame: StoredFrame) -> Values:
+    cells = [v for hm in frame["heatmaps"].get("links", [])
+             for row in hm["z"] for v in row if _num(v) is not None]
     return [({}, max(cells))] if cells else []
 
 
-def _outlet_max(frame: dict) -> Values:
-    hm = ((frame.get("heatmaps") or {}).get("racks") or {}).get("outlet_c") or {}
-    empty = hm.get("empty")
-    cells = [v for row in hm.get("z") or [] for v in row if _num(v) is not None and v != empty]
+def _outlet_max(frame: StoredFrame) -> Values:
+    hm = frame["heatmaps"]["racks"].get("outlet_c")  # only with the power model
+    if hm is None:
+        return []
+    cells = [v for row in hm["z"] for v in row if _num(v) is not None and v != hm["empty"]]
     return [({}, max(cells))] if cells else []
 
 
-def _queue_wait_max(frame: dict) -> Values:
-    waits = [q["wait_h"] for q in frame.get("queue") or [] if _num(q.get("wait_h")) is not None]
+def _queue_wait_max(frame: StoredFrame) -> Values:
+    waits = [q["wait_h"] for q in frame["queue"] if _num(q["wait_h"]) is not None]
     return [({}, max(waits))] if waits else []
 
 
-def _job_mfu(frame: dict) -> Values:
-    return [({"job": str(j["name"])}, j["mfu"]) for j in frame.get("running_jobs") or []
-            if j.get("state") == "running" and _num(j.get("mfu")) is not None]
+def _job_mfu(frame: StoredFrame) -> Values:
+    return [({"job": str(j["name"])}, j["mfu"]) for j in frame["running_jobs"]
+            if j["state"] == "running" and _num(j["mfu"]) is not None]
 
 
-def _source_lag_max(frame: dict) -> Values:
-    ages = [s["age_s"] for s in (frame.get("sources") or {}).values()
-            if isinstance(s, dict) and _num(s.get("age_s")) is not None]
+def _source_lag_max(frame: StoredFrame) -> Values:
+    sources = frame["sources"]  # None: not a mirror
+    if sources is None:
+        return []
+    ages = [s["age_s"] for s in sources.values() if _num(s["age_s"]) is not None]
     return [({}, max(ages))] if ages else []
 
 
-def _xid_total(frame: dict) -> Values:
-    xid = (frame.get("mirror") or {}).get("xid")
-    if not isinstance(xid, dict):
+def _xid_total(frame: StoredFrame) -> Values:
+    mirror = frame["mirror"]  # None: not a mirror
+    if mirror is None:
         return []
-    return [({}, float(sum(v for v in xid.values() if _num(v) is not None)))]
+    return [({}, float(sum(v for v in mirror["xid"].values() if _num(v) is not None)))]
 
 
-DERIVED: dict[str, tuple[str, Callable[[dict], Values]]] = {
+DERIVED: dict[str, tuple[str, Callable[[StoredFrame], Values]]] = {
     "util.down_pct": ("GPUs down, % of the fleet", _down_pct),
     "tenants.quota_ratio": ("a tenant's GPUs used / its quota (one per tenant)",
                             _tenant_quota_ratio),
@@ -219,7 +223,7 @@ def rule_errors(*, figure, threshold, for_s) -> dict[str, str]:
     return errors
 
 
-def figure_values(figure: str, frame: dict) -> Values:
+def figure_values(figure: str, frame: StoredFrame) -> Values:
     """The figure's values in ``frame``: ``[(labels, value), ...]`` (empty when absent)."""
     if figure in DERIVED:
         return [(labels, float(v)) for labels, v in DERIVED[figure][1](frame)
@@ -272,7 +276,7 @@ class Evaluator:
                            Alert.objects.filter(state=Alert.State.FIRING)
                            .values_list("id", "rule_id", "labels")}
 
-    def _values(self, rule: Rule, frame: dict, t_sim: float) -> Values:
+    def _values(self, rule: Rule, frame: StoredFrame, t_sim: float) -> Values:
         values = figure_values(rule.figure, frame)
         if rule.figure not in RATES:
             return values
@@ -285,7 +289,7 @@ class Evaluator:
                 out.append((labels, (total - last[1]) * 3600.0 / (t_sim - last[0])))
         return out
 
-    def evaluate(self, *, frame: dict, t_sim: float) -> int:
+    def evaluate(self, *, frame: StoredFrame, t_sim: float) -> int:
         """Advance every rule by one frame; returns the number of alerts firing."""
         self._load()
         now_wall = self.wall()
@@ -326,7 +330,7 @@ def _resolve(alert_id: int, t_sim: float) -> None:
 _evaluator = Evaluator()
 
 
-def evaluate(*, frame: dict, t_sim: float) -> None:
+def evaluate(*, frame: StoredFrame | LostFrame, t_sim: float) -> None:
     """The hook in ``live_state_write``: put ``{"firing": n}`` in ``frame``; never raises.
     A :class:`~scheduler.frame_schema.LostFrame` has no figures: nothing is evaluated (what
     fires keeps firing, nothing resolves for lack of data)."""

@@ -14,11 +14,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from twin.alerts import rules as alerts
-from twin.alerts.models import Alert, AlertRule
+from twin.alerts import selectors
+from twin.alerts.models import Alert
+from twin.alerts.selectors import STATES
 
 LIMIT = 100
 LIMIT_MAX = 1000
-STATES = ("firing", "resolved", "acknowledged", "unacknowledged")
 ACK_DENIED = "acknowledging alerts is for staff"
 
 
@@ -26,41 +27,25 @@ def _error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-def _filtered(params) -> tuple[object, str | None]:
-    """The alerts matching ``params`` (a QueryDict), or an error message."""
-    qs = Alert.objects.select_related("rule", "acknowledged_by")
-    state = params.get("state", "").strip()
-    if state and state not in STATES:
-        return None, f"state must be one of {', '.join(STATES)}, not {state[:40]!r}"
-    if state in ("firing", "resolved"):
-        qs = qs.filter(state=state)
-    elif state == "acknowledged":
-        qs = qs.filter(acknowledged_at__isnull=False)
-    elif state == "unacknowledged":
-        qs = qs.filter(acknowledged_at__isnull=True)
-    severity = params.get("severity", "").strip()
-    if severity:
-        if severity not in AlertRule.Severity.values:
-            return None, (f"severity must be one of {', '.join(AlertRule.Severity.values)}, "
-                          f"not {severity[:40]!r}")
-        qs = qs.filter(rule__severity=severity)
-    rule = params.get("rule", "").strip()[:64]
-    if rule:
-        qs = qs.filter(rule__name=rule)
-    return qs, None
+def _filters(params) -> dict:
+    """The ``state``, ``severity`` and ``rule`` filters of ``params`` (a QueryDict)."""
+    return {"state": params.get("state", "").strip(),
+            "severity": params.get("severity", "").strip(),
+            "rule": params.get("rule", "").strip()[:64]}
 
 
 @require_GET
 def alerts_page(request):
-    qs, error = _filtered(request.GET)
-    if error:
-        messages.error(request, error)
-        qs, _ = _filtered({})
+    try:
+        shown = selectors.alert_list(**_filters(request.GET), limit=LIMIT)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        shown = selectors.alert_list(limit=LIMIT)
     return render(request, "twin/alerts.html", {
-        "alerts": list(qs[:LIMIT]), "firing": Alert.objects.filter(state="firing").count(),
+        "alerts": shown, "firing": selectors.alerts_firing_count(),
         "can_ack": request.user.is_staff, "filters": {k: request.GET.get(k, "")[:64]
                                                        for k in ("state", "severity", "rule")},
-        "states": STATES, "severities": AlertRule.Severity.values})
+        "states": STATES, "severities": list(selectors.SEVERITIES)})
 
 
 @require_POST
@@ -80,7 +65,9 @@ def alert_ack_form(request, pk: int):
 
 @require_GET
 def api_alerts(request):
-    qs, error = _filtered(request.GET)
+    filters = _filters(request.GET)
+    error = selectors.alert_filter_problem(state=filters["state"],
+                                           severity=filters["severity"])
     if error:
         return _error(error, 400)
     try:
@@ -89,8 +76,9 @@ def api_alerts(request):
         return _error("limit must be an integer", 400)
     if not 1 <= limit <= LIMIT_MAX:
         return _error(f"limit must be between 1 and {LIMIT_MAX}", 400)
-    return JsonResponse({"firing": Alert.objects.filter(state="firing").count(),
-                         "alerts": [alerts.alert_json(a) for a in qs[:limit]]})
+    return JsonResponse({"firing": selectors.alerts_firing_count(),
+                         "alerts": [alerts.alert_json(a)
+                                    for a in selectors.alert_list(**filters, limit=limit)]})
 
 
 @require_http_methods(["POST"])

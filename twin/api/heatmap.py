@@ -14,7 +14,8 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from scheduler.frames import heat_zoom
-from twin.inventory.models import Cluster, DataHall, Rack, Switch
+from twin.inventory import selectors as inventory_selectors
+from twin.inventory.models import Cluster
 from twin.live import selectors as live_selectors
 
 ZOOM_PARAMS = ("pod", "first", "last", "hall")
@@ -27,36 +28,14 @@ def _error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-def heatmap_names(*, cluster: Cluster | None) -> dict:
-    """Switch names by switch index, rack names by the core's rack id (primary-key order) and
-    hall names by hall index: what the topology page labels heatmap axes and cells with."""
-    if cluster is None:
-        return {"switches": [], "racks": [], "halls": []}
-    switches: list[str] = []
-    for index, name in (Switch.objects.filter(cluster=cluster).order_by("index")
-                        .values_list("index", "name")):
-        switches.extend([""] * (index - len(switches)))
-        switches.append(name)
-    racks = list(Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
-                 .values_list("name", flat=True))
-    return {"switches": switches, "racks": racks, "halls": _hall_names(cluster)}
-
-
-def _hall_names(cluster: Cluster) -> list[str]:
-    return list(DataHall.objects.filter(site__cluster=cluster).order_by("pk")
-                .values_list("name", flat=True))
-
-
 def _switch_names(cluster: Cluster | None, ids: list[int]) -> list[str]:
-    found = {} if cluster is None else dict(
-        Switch.objects.filter(cluster=cluster, index__in=ids).values_list("index", "name"))
-    return [found.get(i, f"switch {i}") for i in ids]
+    if cluster is None:
+        return [f"switch {i}" for i in ids]
+    return inventory_selectors.switch_names_of(cluster=cluster, indices=ids)
 
 
 def _rack_names(cluster: Cluster | None, ids: list[list[int]]) -> list[list[str | None]]:
-    names = [] if cluster is None else list(
-        Rack.objects.filter(hall__site__cluster=cluster).order_by("pk")
-        .values_list("name", flat=True))
+    names = [] if cluster is None else inventory_selectors.rack_names(cluster=cluster)
     return [[None if i < 0 else (names[i] if i < len(names) else f"rack {i}") for i in row]
             for row in ids]
 
@@ -102,6 +81,6 @@ def api_heatmap(request):
     else:
         zoom["names"] = _rack_names(cluster, zoom["ids"])
         if cluster is not None and "hall" in args:
-            halls = _hall_names(cluster)
+            halls = inventory_selectors.hall_names(cluster=cluster)
             zoom["hall"] = halls[args["hall"]] if args["hall"] < len(halls) else None
     return JsonResponse({"seq": live.seq, "t": live.t_sim, **zoom})

@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from scheduler.frame_schema import LivePlacement
 from scheduler.limits import checks
 from scheduler.live import in_ranges
+from scheduler.placement_schema import LivePlacement
 from twin.api.bodies import json_error
 from twin.inventory import floor
 from twin.inventory import selectors as inventory_selectors

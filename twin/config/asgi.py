@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels (served by daphne).
 
 WebSockets pass the origin check and the cookie parser only: the consumer accepts first and
-then checks the session itself (see :mod:`twin.live.routing`).
+then checks the session itself (see :mod:`twin.sockets.routing`).
 
 Importing this module starts nothing. ``python manage.py serve`` (``make run``) serves this
 application and starts the embedded live engine with the server (see
@@ -19,8 +19,8 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 
-from twin.live.flow import ClientInboxMiddleware  # noqa: E402
-from twin.live.routing import websocket_urlpatterns  # noqa: E402
+from twin.sockets.flow import ClientInboxMiddleware  # noqa: E402
+from twin.sockets.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

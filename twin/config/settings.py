@@ -268,7 +268,7 @@ LOGGING = {
 # every process of one instance must agree). Frames and commands that cross Redis are signed
 # with a key derived from SECRET_KEY: every process of an instance shares SECRET_KEY, and the
 # clocks of web and engine hosts agree within COMMAND_MAX_AGE_S.
-# Dashboard sockets (twin.live.consumers; close codes 4401 4403 4408 4429): sessions re-checked
+# Dashboard sockets (twin.sockets.consumers; close codes 4401 4403 4408 4429): sessions re-checked
 # every
 # WS_RECHECK_S wall s; WS_MESSAGES_PER_S sustained and WS_MESSAGE_BURST at once from a client;
 # WS_MAX_QUEUED_BYTES written while a client's send buffer is full, or WS_STALLED_FRAMES frames

@@ -17,8 +17,7 @@ from django.views.decorators.http import require_POST
 
 from twin.api.bodies import json_object
 from twin.control import actions
-from twin.inventory.adapter import EngineIds
-from twin.inventory.models import Node
+from twin.inventory import selectors as inventory_selectors
 from twin.live import selectors as live_selectors
 
 
@@ -97,10 +96,10 @@ def _node_rows(index: int):
     cluster = live_selectors.cluster_current()
     if cluster is None:
         raise Http404("no cluster built yet; run build_cluster")
-    keys = EngineIds(cluster).node_keys()
-    if not 0 <= index < keys.size:
+    nodes = inventory_selectors.node_rows_by_engine_id(cluster=cluster, index=index)
+    if nodes is None:
         raise Http404(f"node {index} does not exist in cluster {cluster.name}")
-    return Node.objects.filter(pk=int(keys[index]))
+    return nodes
 
 
 @require_POST

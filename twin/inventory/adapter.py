@@ -7,9 +7,7 @@ engine uses, keyed by the same integer ids.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -331,25 +329,6 @@ def cluster_plan_read(*, cluster: Cluster) -> ClusterPlan:
         rack_col=np.array([r[3] for r in racks], dtype=np.int32),
         rack_power_kw=np.array([r[4] for r in racks], dtype=float),
         storage=storage, cloud_pools=pools, preset=cluster.preset)
-
-
-def plan_fingerprint(plan: ClusterPlan) -> str:
-    """A digest of what the engine is built from (structure, not status): a snapshot taken on
-    one inventory is refused by another."""
-    h = hashlib.sha256()
-    f = plan.fabric
-    for arr in (plan.node_model, plan.node_gpus, plan.node_rack, plan.node_slot,
-                plan.node_spare, plan.node_nvlink_domain, plan.rack_hall, f.switch_tier,
-                f.switch_pod, f.switch_rail, f.endpoint_leaf, f.link_a, f.link_b, f.link_kind):
-        h.update(np.asarray(arr, dtype=np.int64).tobytes())
-        h.update(b"|")
-    def canon(x):  # 1000 and 1000.0 (a row read back) are the same figure; None stays None
-        return tuple(v if v is None or isinstance(v, str) else float(v)
-                     for v in dataclasses.astuple(x))
-    h.update(repr((f.kind, [a.name for a in plan.models],
-                   [canon(x) for x in plan.node_shape + plan.storage + plan.cloud_pools])
-                  ).encode())
-    return h.hexdigest()[:16]
 
 
 class EngineIds:

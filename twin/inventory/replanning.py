@@ -19,12 +19,8 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import F
 from django.db.models.signals import post_delete, post_save
 
-from twin.inventory.adapter import (
-    EngineIds,
-    cluster_plan_read,
-    inventory_status_commands,
-    plan_fingerprint,
-)
+from scheduler.snapshot import plan_digest
+from twin.inventory.adapter import EngineIds, cluster_plan_read, inventory_status_commands
 from twin.inventory.models import (
     Accelerator,
     CloudPool,
@@ -98,7 +94,7 @@ class Inventory:
         self.cluster_id = cluster.pk
         self.revision = cluster.revision
         self.plan = cluster_plan_read(cluster=cluster)
-        self.fingerprint = plan_fingerprint(self.plan)
+        self.fingerprint = plan_digest(self.plan)
         self.statuses = inventory_status_commands(cluster=cluster)
         self.node_keys = EngineIds(cluster).node_keys()
 

@@ -20,6 +20,7 @@ from django.db.models import FloatField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from scheduler.frame_schema import StoredFrame
 from twin import app_setting
 from twin.live.models import HistorySample
 
@@ -46,39 +47,37 @@ _PRUNE_EVERY = 100
 _recorded = 0
 
 
-def sample(frame: dict) -> dict[str, float]:
-    """The figures of ``frame`` that history keeps (absent ones are left out, never 0)."""
+def sample(frame: StoredFrame) -> dict[str, float]:
+    """The figures of ``frame`` that history keeps (null ones are left out, never 0: no
+    windowed MFU yet, no SLO without inference demand, no power model)."""
     out: dict[str, float] = {}
-    util = frame.get("util") or {}
-    if util.get("gpus"):
+    util = frame["util"]
+    if util["gpus"]:
         out["fleet.allocated_pct"] = 100.0 * util["allocated"] / util["gpus"]
-        out["fleet.gpus_down"] = float(util.get("down", 0))
-    for key, name in (("mfu", "fleet.mfu_pct"), ("mfu_window", "fleet.mfu_window_pct"),
-                      ("goodput", "fleet.goodput_pct")):
-        if frame.get(key) is not None:
-            out[name] = 100.0 * float(frame[key])
-    jobs = frame.get("jobs") or {}
-    for key in ("queued", "running"):
-        if key in jobs:
-            out[f"jobs.{key}"] = float(jobs[key])
-    failures = frame.get("failures") or {}
-    if "total" in failures:
-        out["failures.total"] = float(failures["total"])
-    inference = frame.get("inference") or {}
-    if inference.get("slo_attainment") is not None:
+        out["fleet.gpus_down"] = float(util["down"])
+    out["fleet.mfu_pct"] = 100.0 * float(frame["mfu"])
+    if frame["mfu_window"] is not None:
+        out["fleet.mfu_window_pct"] = 100.0 * float(frame["mfu_window"])
+    out["fleet.goodput_pct"] = 100.0 * float(frame["goodput"])
+    jobs = frame["jobs"]
+    out["jobs.queued"] = float(jobs["queued"])
+    out["jobs.running"] = float(jobs["running"])
+    out["failures.total"] = float(frame["failures"]["total"])
+    inference = frame["inference"]
+    if inference["slo_attainment"] is not None:
         out["inference.slo_pct"] = 100.0 * float(inference["slo_attainment"])
-    if inference.get("serving_gpus") is not None:
-        out["inference.serving_gpus"] = float(inference["serving_gpus"])
-    power = frame.get("power") or {}
-    for key in ("it_mw", "facility_mw", "throttled_gpus"):
-        if power.get(key) is not None:
-            out[f"power.{key}"] = float(power[key])
-    for tenant in frame.get("tenants") or []:
+    out["inference.serving_gpus"] = float(inference["serving_gpus"])
+    power = frame["power"]
+    if power is not None:
+        out["power.it_mw"] = float(power["it_mw"])
+        out["power.facility_mw"] = float(power["facility_mw"])
+        out["power.throttled_gpus"] = float(power["throttled_gpus"])
+    for tenant in frame["tenants"]:
         out[f"{TENANT_PREFIX}{tenant['tenant']}.gpus"] = float(tenant["used_gpus"])
     return {k: v for k, v in out.items() if math.isfinite(v)}
 
 
-def record(*, run: str, t_sim: float, frame: dict) -> bool:
+def record(*, run: str, t_sim: float, frame: StoredFrame) -> bool:
     """Keep ``frame``'s figures if ``HISTORY_STEP_S`` simulated seconds passed since the last
     sample of ``run``; True if a sample was written."""
     global _recorded

@@ -35,7 +35,8 @@ class Drill(models.Model):
 
 
 class EngineSnapshot(models.Model):
-    """The live engine, pickled and zlib-compressed, so a restart resumes where it stopped.
+    """The live engine in the versioned snapshot format (:mod:`scheduler.snapshot`: a readable
+    header, then the engine), so a restart resumes where it stopped.
 
     Only the engine's own process writes and reads these; the newest few are kept.
     """

@@ -1,5 +1,6 @@
 """Reads of the live engine's state: the latest frame, its health and heartbeat, snapshots, the
-stored event log, the live view of placement and queue."""
+stored event log, the live view of placement and queue, and what the job, node, switch and tenant
+pages show of the live engine."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import numpy as np
 from django.utils import timezone
 
 from scheduler.control.storage_status import DOWN_LEFT
-from scheduler.frame_schema import LivePlacement
-from scheduler.live import QUEUE_COLUMNS
+from scheduler.live import QUEUE_COLUMNS, in_ranges
+from scheduler.placement_schema import LivePlacement
 from twin import app_setting
 from twin.inventory.adapter import EngineIds
 from twin.inventory.models import Cluster, Node
+from twin.live import history
 from twin.live.models import EngineEvent, EngineSnapshot, LiveState
 from twin.live.stored import frame_upgrade, placement_upgrade
 
@@ -57,7 +59,7 @@ def live_state_get() -> LiveState | None:
 
     ``frame`` and ``placement`` come upgraded (:mod:`twin.live.stored`): a
     :class:`~scheduler.frame_schema.StoredFrame` or ``None`` (no frame yet, or the engine's
-    state was lost), a :class:`~scheduler.frame_schema.LivePlacement` or ``None``.
+    state was lost), a :class:`~scheduler.placement_schema.LivePlacement` or ``None``.
     """
     live = LiveState.objects.filter(pk=LiveState.SINGLETON_PK).first()
     if live is None:
@@ -306,3 +308,142 @@ def live_queue_page(*, sort: str, order: str, page: int, per_page: int) -> dict 
             "listed": len(rows), "pages": max(1, -(-len(rows) // per_page)),
             "rows": [dict(zip(QUEUE_COLUMNS, r, strict=True))
                      for r in rows[start:start + per_page]]}
+
+
+# ----------------------------------------------------------------- a job, node, switch, tenant
+JOB_GONE = "not running (done or evicted)"
+
+
+def placement_status(*, placement: LivePlacement | None, runs: list[list[int]] | None,
+                     engine_id: int, otherwise: str) -> str:
+    """A node's GPU or port, a switch or a link as the placement has it: ``unknown`` before
+    any placement, ``not reported`` where the engine did not report ``runs`` (an older
+    engine's placement), ``down`` when ``engine_id`` lies in them, else ``otherwise``."""
+    if placement is None:
+        return "unknown"
+    if runs is None:
+        return "not reported"
+    return "down" if in_ranges(engine_id, runs) else otherwise
+
+
+def _placement_t(placement: LivePlacement | None) -> float | None:
+    return placement["t"] if placement is not None else None
+
+
+def _named(rows, name: str):
+    return next((r for r in rows if r["name"] == name), None)
+
+
+def _job_rows(name: str, placement: LivePlacement | None, frame) -> dict:
+    return {"placed": placement["jobs"].get(name) if placement is not None else None,
+            "running": _named(frame["running_jobs"], name) if frame is not None else None,
+            "queued": _named(frame["queue"], name) if frame is not None else None,
+            "held": _named(placement["held"], name) if placement is not None else None}
+
+
+def _job_state(placed, running, queued, held) -> str:
+    if placed is not None:
+        return placed["state"]
+    if running is not None:
+        return running["state"]
+    return "queued" if queued else "held" if held else JOB_GONE
+
+
+def job_live_get(*, name: str, events_shown: int) -> dict | None:
+    """Job ``name`` as the live twin last published it: its rows in the placement (``placed``,
+    ``held``) and the frame (``running``, ``queued``), each ``None`` where it is not; its newest
+    ``events_shown`` events (``timeline``, :func:`engine_events_page`); its ``tenant``,
+    ``state`` and the placement's ``t``.  ``None`` when the twin knows no such job, now or in
+    its event log."""
+    live = live_state_get()
+    placement = live.placement if live is not None else None
+    rows = _job_rows(name, placement, live.frame if live is not None else None)
+    timeline = (engine_events_page(inventory=live.inventory, job=name, per_page=events_shown)
+                if live is not None else {"events": [], "total": 0})
+    if all(row is None for row in rows.values()) and not timeline["total"]:
+        return None
+    tenant = next((row["tenant"] for row in rows.values() if row is not None and row["tenant"]),
+                  None)
+    return {**rows, "timeline": timeline, "tenant": tenant, "state": _job_state(**rows),
+            "t": _placement_t(placement)}
+
+
+def node_live_get(*, placement: LivePlacement | None, index: int, first_gpu: int,
+                  accelerators: list[dict], links: list[dict], now: list) -> dict:
+    """Engine node ``index`` as the placement has it (``first_gpu``, ``accelerators`` and
+    ``links`` from :func:`twin.inventory.selectors.node_detail_get`; ``now``: each GPU's holder
+    and telemetry by index): ``live_status`` (unknown, down, drained, spare or up), the
+    ``jobs`` on it, its ``gpus`` (with ``engine_id``, ``live`` and ``now``) and ``links``
+    (with ``live``), and the placement's ``t``."""
+    status = "unknown" if placement is None else next(
+        (k for k in ("down", "drained", "spare") if in_ranges(index, placement[k])), "up")
+    jobs = [] if placement is None else [
+        {"name": n, "state": j["state"], "gpus": j["gpus"], "tenant": j["tenant"]}
+        for n, j in sorted(placement["jobs"].items()) if in_ranges(index, j["nodes"])]
+    down = placement["gpus_down"] if placement is not None else None
+    gpus = [{**gpu, "engine_id": first_gpu + gpu["index"],
+             "live": placement_status(placement=placement, runs=down,
+                                      engine_id=first_gpu + gpu["index"], otherwise=status),
+             "now": now[gpu["index"]] if 0 <= gpu["index"] < len(now) else None}
+            for gpu in accelerators]
+    ports = [{**link, "live": placement_status(placement=placement, runs=down,
+                                               engine_id=first_gpu + link["port"],
+                                               otherwise="up")}
+             for link in links]
+    return {"live_status": status, "jobs": jobs, "gpus": gpus, "links": ports,
+            "t": _placement_t(placement)}
+
+
+def _switch_link_live(placement: LivePlacement | None, link: dict) -> dict:
+    """A link of a switch page with its ``live`` status (a node link's is its GPU's)."""
+    shown = {k: v for k, v in link.items() if k not in ("engine_link", "engine_gpu")}
+    runs = None if placement is None else placement[
+        "gpus_down" if "node" in link else "links_down"]
+    engine_id = link["engine_gpu"] if "node" in link else link["engine_link"]
+    shown["live"] = ("unknown" if engine_id is None else
+                     placement_status(placement=placement, runs=runs, engine_id=engine_id,
+                                      otherwise="up"))
+    return shown
+
+
+def switch_live_get(*, placement: LivePlacement | None, index: int, links: list[dict]) -> dict:
+    """Switch ``index`` and its ``links`` (:func:`twin.inventory.selectors.switch_detail_get`)
+    as the placement has them: ``live_status``, each link's ``live``, whether it ``is_leaf``
+    (nodes are cabled to it) and the jobs ``crossing`` a leaf (those on its nodes: above the
+    leaves the placement does not say which spine or core ECMP hashes a flow onto), and
+    ``t``."""
+    nodes = {link["node"] for link in links if "node" in link}
+    crossing = [] if placement is None else sorted(
+        name for name, job in placement["jobs"].items()
+        if any(in_ranges(n, job["nodes"]) for n in nodes))
+    return {"live_status": placement_status(
+                placement=placement, engine_id=index, otherwise="up",
+                runs=placement["switches_down"] if placement is not None else None),
+            "links": [_switch_link_live(placement, link) for link in links],
+            "crossing": crossing, "is_leaf": bool(nodes), "t": _placement_t(placement)}
+
+
+def tenant_live_get(*, name: str) -> dict | None:
+    """Tenant ``name`` as the live twin last published it: its frame ``row`` (quota, use),
+    the history ``metric`` of its GPUs, its ``running`` jobs (name, placed job) and
+    ``queued`` rows, its ``share`` of quota and ``t``; ``None`` when the twin knows no such
+    tenant (not in the frame, no history)."""
+    live = live_state_get()
+    placement = live.placement if live is not None else None
+    frame = live.frame if live is not None else None
+    row = (next((t for t in frame["tenants"] if t["tenant"] == name), None)
+           if frame is not None else None)
+    metric = f"{history.TENANT_PREFIX}{name}.gpus"
+    if row is None and (live is None or metric not in history.known(live.inventory)):
+        return None
+    return {"row": row, "metric": metric, **_tenant_jobs(name, placement, frame),
+            "share": (row["used_gpus"] / row["quota_gpus"] if row and row["quota_gpus"]
+                      else None),
+            "t": _placement_t(placement)}
+
+
+def _tenant_jobs(name: str, placement: LivePlacement | None, frame) -> dict:
+    return {"running": [] if placement is None else sorted(
+                (n, j) for n, j in placement["jobs"].items() if j["tenant"] == name),
+            "queued": [] if frame is None else [q for q in frame["queue"]
+                                                if q["tenant"] == name]}

@@ -6,15 +6,20 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.frame_schema import Event, LostFrame, StoredFrame
+from scheduler.placement_schema import LivePlacement
 from twin.alerts import rules as alerts
 from twin.live import history
 from twin.live.models import Drill, DrillStatus, EngineEvent, EngineSnapshot, LiveState
+from twin.live.stored import frame_lost
 
 
-def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_error: str,
-                     speed: float, paused: bool, inventory: str = "",
-                     placement: dict | None = None) -> None:
-    """The engine's latest frame and status, in one UPDATE of the single LiveState row."""
+def live_state_write(*, seq: int, t_sim: float, frame: StoredFrame | LostFrame, health: str,
+                     last_error: str, speed: float, paused: bool, inventory: str = "",
+                     placement: LivePlacement | None = None) -> None:
+    """The engine's latest frame and status, in one UPDATE of the single LiveState row; a
+    :class:`~scheduler.frame_schema.LostFrame` (the engine's state lost) is stored as it is
+    and leaves no history sample."""
     alerts.evaluate(frame=frame, t_sim=t_sim)  # adds frame["alerts"] before it is stored and sent
     fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
               "last_error": last_error, "speed": speed, "paused": paused,
@@ -23,7 +28,7 @@ def live_state_write(*, seq: int, t_sim: float, frame: dict, health: str, last_e
         fields["placement"] = placement
     if not LiveState.objects.filter(pk=LiveState.SINGLETON_PK).update(**fields):
         LiveState.objects.update_or_create(pk=LiveState.SINGLETON_PK, defaults=fields)
-    if inventory and frame.get("util"):
+    if inventory and not frame_lost(frame):
         history.record(run=inventory, t_sim=t_sim, frame=frame)
 
 
@@ -50,7 +55,7 @@ def engine_snapshot_save(*, data: bytes, t_sim: float, preset: str, seed: int,
 
 
 # ----------------------------------------------------------------- the stored event log
-def _component(event: dict) -> str:
+def _component(event: Event) -> str:
     if event.get("component"):
         return str(event["component"])[:64]
     for key in ("switch", "link", "node"):
@@ -59,19 +64,19 @@ def _component(event: dict) -> str:
     return ""
 
 
-def _jobs(event: dict) -> str:
+def _jobs(event: Event) -> str:
     names = list(event.get("jobs") or [])
     if event.get("job"):
         names.append(event["job"])
     return "," + ",".join(dict.fromkeys(str(n) for n in names)) + "," if names else ""
 
 
-def engine_events_store(*, inventory: str, first_seq: int, events: list[dict]) -> int:
+def engine_events_store(*, inventory: str, first_seq: int, events: list[Event]) -> int:
     """Keep engine log lines ``first_seq``, ``first_seq + 1``, ...; lines already kept stay."""
     EngineEvent.objects.bulk_create(
-        (EngineEvent(inventory=inventory, seq=first_seq + k, t_sim=float(e.get("t", 0.0)),
-                       kind=str(e.get("kind", ""))[:32], component=_component(e),
-                       jobs=_jobs(e), text=str(e.get("text", "")))
+        (EngineEvent(inventory=inventory, seq=first_seq + k, t_sim=float(e["t"]),
+                       kind=str(e["kind"])[:32], component=_component(e),
+                       jobs=_jobs(e), text=str(e["text"]))
          for k, e in enumerate(events)), batch_size=1000, ignore_conflicts=True)
     return len(events)
 

@@ -10,7 +10,8 @@ a key an older engine did not report is ``None`` ("not reported"), never a made-
 
 from __future__ import annotations
 
-from scheduler.frame_schema import LivePlacement, PlacedJob, StoredFrame
+from scheduler.frame_schema import StoredFrame
+from scheduler.placement_schema import LivePlacement, PlacedJob
 
 
 def frame_lost(raw) -> bool:
@@ -36,7 +37,7 @@ def _job_upgrade(raw: dict) -> PlacedJob:
 
 
 def placement_upgrade(raw) -> LivePlacement | None:
-    """The stored placement as a :class:`~scheduler.frame_schema.LivePlacement`, ``None``
+    """The stored placement as a :class:`~scheduler.placement_schema.LivePlacement`, ``None``
     before the engine wrote one.
 
     What an older engine did not report reads ``None``: ``gpus_down``, ``switches_down``,

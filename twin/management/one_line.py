@@ -15,6 +15,16 @@ def refuse(message: str) -> CommandError:
     return CommandError(message, returncode=2)
 
 
+def checked(parse, *args, **kwargs):
+    """``parse(*args, **kwargs)``, a checked parser of :mod:`scheduler.limits.checks` (with the
+    documented bounds of :mod:`scheduler.limits.bounds`); its ``ValueError`` becomes the one
+    line of :func:`refuse`."""
+    try:
+        return parse(*args, **kwargs)
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+
+
 class OneLineCommand(BaseCommand):
     """A command whose mistyped flags, like its other errors, get one line and status 2
     (argparse would print its usage block as well)."""

@@ -21,10 +21,10 @@ What is reported (the real exporter as the guide):
   ``DCGM_FI_DEV_XID_ERRORS`` 79 ("GPU has fallen off the bus"). The placement does not say
   whether the GPU failed or only its NIC link went down, so both read as XID 79.
 * Which GPUs of a node a gang holds: the placement's ``gpu_runs`` (the engine's
-  ``gpu_owner``). Placements written before it was added list a gang's nodes and GPU count
-  only: there gangs (by name) spread their GPUs evenly over their nodes, each taking a node's
-  lowest free indices, as the allocator does. Inference replicas carry no ``hpc_job`` (they
-  are not Slurm jobs): their GPUs read idle.
+  ``gpu_owner``). A placement written before it was added (``gpu_runs`` or ``gpus_down``
+  null after :mod:`twin.live.stored`) gets no reading at all (:class:`HoldersNotReported`,
+  a 503): holders are never guessed. Inference replicas carry no ``hpc_job`` (they are not
+  Slurm jobs): their GPUs read idle.
 
 Values: a model, not a measurement. Each figure below is the twin's own where it has one, else
 an assumption named here (and in ``docs/live.md``):
@@ -83,9 +83,10 @@ import numpy as np
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from scheduler.frame_schema import LivePlacement, PlacedJob, StoredFrame
+from scheduler.frame_schema import StoredFrame
 from scheduler.hardware.catalog import CATALOG
 from scheduler.hardware.power import SUPPLY_AIR_C, gpu_power_w
+from scheduler.placement_schema import LivePlacement, PlacedJob
 
 DRIVER_VERSION = "570.133.20"
 UUID_NAMESPACE = uuid.UUID("6f1c0d1e-5b0e-4c8e-9a57-2f6d1c3e7a10")

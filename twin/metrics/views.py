@@ -18,8 +18,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
 from twin import app_setting
-from twin.inventory.models import Cluster, Node
-from twin.live import consumers
+from twin.inventory import selectors as inventory_selectors
 from twin.live import selectors as live_selectors
 from twin.metrics.collector import CONTENT_TYPE, TwinCollector, exposition
 from twin.metrics.dcgm import (
@@ -31,6 +30,7 @@ from twin.metrics.dcgm import (
     dcgm_inventory,
     dcgm_readings,
 )
+from twin.sockets import consumers
 
 LIBRARY_MAX_GPUS = 4096
 """Up to this many GPUs ``prometheus_client`` writes the DCGM answer; past it the bulk writer
@@ -90,14 +90,6 @@ def metrics(request):
     return HttpResponse(body, content_type=CONTENT_TYPE)
 
 
-def _dcgm_nodes(cluster: Cluster) -> tuple[tuple[str, str, int, float], ...]:
-    """Every node of ``cluster`` in the engine's order (ids), as ``twin.metrics.dcgm`` takes
-    them."""
-    return tuple(Node.objects.filter(rack__hall__site__cluster=cluster).order_by("id")
-                 .values_list("hostname", "accelerator_model__name", "accelerator_count",
-                              "nic_gbps"))
-
-
 @require_GET
 def metrics_dcgm(request):
     """What dcgm-exporter would report for the simulated NVIDIA GPUs (``twin.metrics.dcgm``): the
@@ -113,7 +105,7 @@ def metrics_dcgm(request):
         return _plain("the live engine has not published a frame yet", 503)
     if live.inventory.rpartition(":")[2] != str(cluster.pk):
         return _plain(f"the live engine does not run cluster {cluster.name}", 503)
-    inv = dcgm_inventory(cluster.name, _dcgm_nodes(cluster))
+    inv = dcgm_inventory(cluster.name, inventory_selectors.dcgm_nodes_get(cluster=cluster))
     try:
         readings = dcgm_readings(inv, placement=live.placement, frame=live.frame,
                                  hostname=request.GET.get("hostname") or None)

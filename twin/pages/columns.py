@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from django.contrib import admin
 
-from scheduler.frame_schema import LivePlacement, PlacedJob, StoredFrame
+from scheduler.frame_schema import StoredFrame
 from scheduler.live import in_ranges
+from scheduler.placement_schema import LivePlacement, PlacedJob
 from twin.live import selectors
 from twin.metrics.dcgm import DcgmInventory, HostDown, HostNotFound, dcgm_readings
 
@@ -157,13 +158,13 @@ def index_text(indices: list[int]) -> str:
     return ",".join(parts)
 
 
-def job_gpu_ranges(runs: list[list[int]],
-                   nodes: list[tuple[int, str, int, int]]) -> list[dict]:
-    """A job's GPUs on ``nodes`` (``(engine id, hostname, first GPU id, GPUs)``) from its
-    ``gpu_runs``: per node that holds any, ``indices`` (in the node) and ``text``
-    (``"dgx-0012:0-7"``)."""
+def job_gpu_ranges(runs: list[list[int]], nodes: list[dict]) -> list[dict]:
+    """A job's GPUs on ``nodes`` (each with its engine ``id``, ``hostname``, ``first_gpu`` id
+    and ``gpus``: :func:`twin.inventory.selectors.job_nodes_get`) from its ``gpu_runs``: per
+    node that holds any, ``indices`` (in the node) and ``text`` (``"dgx-0012:0-7"``)."""
     out = []
-    for node, host, first, count in nodes:
+    for node, host, first, count in ((n["id"], n["hostname"], n["first_gpu"], n["gpus"])
+                                     for n in nodes):
         indices = [g - first for a, b in _clip(runs, first, first + count - 1)
                    for g in range(a, b + 1)]
         if indices:

@@ -20,7 +20,8 @@ from urllib.parse import quote
 
 from django.db.models import Q
 
-from scheduler.frame_schema import LivePlacement, StoredFrame
+from scheduler.frame_schema import StoredFrame
+from scheduler.placement_schema import LivePlacement
 from twin.inventory.adapter import EngineIds
 from twin.inventory.models import Accelerator, Cluster, Link, Node, Rack, Switch
 

@@ -10,7 +10,6 @@ from django.views import csrf, defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
 from twin.api.bodies import json_error
-from twin.api.heatmap import heatmap_names
 from twin.api.views import PAGE_MAX
 from twin.control import actions as services_actions
 from twin.control import selectors as control_selectors
@@ -36,8 +35,9 @@ def home(request):
 def topology(request):
     cluster = live_selectors.cluster_current()
     rack_map = floor.rack_floor_map(cluster=cluster) if cluster else {"racks": []}
+    names = inventory_selectors.heatmap_names(cluster=cluster)
     return render(request, "twin/topology.html", {"cluster": cluster, "rack_map": rack_map,
-                                                  "names": heatmap_names(cluster=cluster)})
+                                                  "names": names})
 
 
 @require_GET

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from scheduler.presets import PRESETS
 from scheduler.study.spec import SCENARIO_FIELDS
 from twin.api.bodies import json_object
-from twin.studies import store
-from twin.studies.models import Study, WhatIf
+from twin.studies import selectors, store
+from twin.studies.models import Study
 
 LIST_LIMIT = 50
 VARY = ("oversubscription", "spares", "policy", "placement", "checkpoint_interval", "recovery",
@@ -109,13 +109,13 @@ def studies_page(request):
                 return redirect("study", pk=study.pk)
     return render(request, "twin/studies.html", {
         "form": form, "spec_form": spec_form, "can_start": can_start,
-        "studies": Study.objects.select_related("requested_by")[:LIST_LIMIT],
+        "studies": selectors.studies_recent(limit=LIST_LIMIT),
         "fields": SCENARIO_FIELDS,
     }, status=400 if request.method == "POST" else 200)
 
 
 def _study(pk: int) -> Study:
-    study = Study.objects.filter(pk=pk).select_related("requested_by", "whatif").first()
+    study = selectors.study_get(pk=pk)
     if study is None:
         raise Http404(f"study {pk} does not exist")
     return study
@@ -132,7 +132,7 @@ def study_json(study: Study, *, runs: bool = True) -> dict:
     if runs:
         out["runs"] = [{"arm": r.arm, "seed": r.seed, "status": r.status,
                         "figures": r.figures, "error": r.error, "wall_s": r.wall_s,
-                        "worker": r.worker} for r in study.runs.all()]
+                        "worker": r.worker} for r in selectors.study_runs(study_id=study.pk)]
     return out
 
 
@@ -157,7 +157,8 @@ def study_page(request, pk: int):
     return render(request, "twin/study.html", {
         "study": study, "arm_rows": arms, "paired": paired,
         "arms": (study.summary or {}).get("arms", []),
-        "runs": study.runs.all(), "can_start": store.can_start_study(request.user),
+        "runs": selectors.study_runs(study_id=study.pk),
+        "can_start": store.can_start_study(request.user),
         "has_report": bool(files and (files / "report.html").is_file()),
         "status": {"id": study.pk, "status": study.status},
     })
@@ -191,7 +192,7 @@ def study_file(request, pk: int, name: str):
 
 @require_POST
 def whatif_save(request, pk: int):
-    row = WhatIf.objects.filter(pk=pk).first()
+    row = selectors.whatif_get(pk=pk)
     if row is None:
         raise Http404(f"what-if {pk} does not exist")
     try:
@@ -215,7 +216,7 @@ def api_studies(request):
     if request.method == "GET":
         store.study_reap()
         return JsonResponse({"studies": [study_json(s, runs=False) for s in
-                                         Study.objects.all()[:LIST_LIMIT]]})
+                                         selectors.studies_recent(limit=LIST_LIMIT)]})
     if not store.can_start_study(request.user):
         return _error(store.STUDY_DENIED, 403)
     shape = 'send {"spec": "<YAML or JSON text>"} or {"spec": {...}}'
@@ -241,7 +242,7 @@ def api_studies(request):
 
 @require_GET
 def api_study(request, pk: int):
-    study = Study.objects.filter(pk=pk).first()
+    study = selectors.study_get(pk=pk)
     if study is None:
         return _error(f"study {pk} does not exist", 404)
     return JsonResponse(study_json(study))

@@ -31,7 +31,7 @@ from scheduler.limits.bounds import (
 )
 from scheduler.physics.collectives import algorithms, collective, scaleout_link, scaleup_link
 from scheduler.presets import PRESETS, get_preset
-from twin.management.one_line import output_path, output_write, refuse
+from twin.management.one_line import checked, output_path, output_write, refuse
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 CHOICES = ("auto", "ring", "tree", "nvls")
@@ -53,16 +53,7 @@ def parse_bytes(raw: str) -> float:
         raise refuse(message) from None
     if not (math.isfinite(value) and value > 0):
         raise refuse(message)
-    return _checked(checks.within, "--bytes", value, COLLECTIVE_BYTES)
-
-
-def _checked(parse, *args, **kwargs):
-    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`, with the documented bounds
-    of :mod:`scheduler.limits.bounds`); a bad flag is one line."""
-    try:
-        return parse(*args, **kwargs)
-    except ValueError as exc:
-        raise refuse(str(exc)) from None
+    return checked(checks.within, "--bytes", value, COLLECTIVE_BYTES)
 
 
 def _size(nbytes: float) -> str:
@@ -75,18 +66,18 @@ def _size(nbytes: float) -> str:
 def _gpus(raw: str | None) -> int:
     if raw is None:
         raise refuse("--gpus is required (a positive integer)")
-    return _checked(checks.integer_from_text, "--gpus", raw, at_least=1, bound=CLUSTER_GPUS)
+    return checked(checks.integer_from_text, "--gpus", raw, at_least=1, bound=CLUSTER_GPUS)
 
 
 def _nic_gbps(raw: str | None) -> float:
     if raw is None:
         return 400.0
-    return _checked(checks.number_from_text, "--nic-gbps", raw, above=0, bound=NIC_GBPS,
+    return checked(checks.number_from_text, "--nic-gbps", raw, above=0, bound=NIC_GBPS,
                     expect="a positive number of Gb/s such as 400")
 
 
 def _oversubscription(raw: str | None) -> float | None:
-    return _checked(checks.optional, checks.number_from_text, "--oversubscription", raw,
+    return checked(checks.optional, checks.number_from_text, "--oversubscription", raw,
                     at_least=1, bound=OVERSUBSCRIPTION, expect="a ratio >= 1 such as 7")
 
 

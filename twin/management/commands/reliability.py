@@ -24,7 +24,7 @@ from scheduler.limits import checks
 from scheduler.limits.bounds import CLUSTER_GPUS, Bound
 from scheduler.reliability import analysis as ra
 from scheduler.reliability.failures import MODES
-from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
+from twin.management.one_line import OneLineCommand, checked, output_path, output_write, refuse
 
 BUILTIN_PROFILE = "llama3"
 MAX_SECONDS = 366 * 86400.0
@@ -48,24 +48,16 @@ def load_modes(name: str | None) -> tuple[str, tuple]:
     return profile.name, tuple(profile.modes)
 
 
-def _checked(parse, *args, **kwargs):
-    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); a bad flag is one line."""
-    try:
-        return parse(*args, **kwargs)
-    except ValueError as exc:
-        raise refuse(str(exc)) from None
-
-
 def _number(flag: str, raw: str | None, *, default: float | None = None, low: float = 0.0,
             strict: bool = False, high: float = MAX_SECONDS) -> float | None:
     if raw is None:
         return default
     lower = {"above": low} if strict else {"at_least": low}
-    return _checked(checks.number_from_text, flag, raw, at_most=high, **lower)
+    return checked(checks.number_from_text, flag, raw, at_most=high, **lower)
 
 
 def _integer(flag: str, raw: str, bound: Bound | None = None, low: int = 1) -> int:
-    return _checked(checks.integer_from_text, flag, raw, at_least=low, bound=bound,
+    return checked(checks.integer_from_text, flag, raw, at_least=low, bound=bound,
                     expect=f"an integer >= {low}")
 
 

@@ -35,7 +35,7 @@ class Command(OneLineCommand):
     def handle(self, *args, **opts):
         port = _port(str(opts["port"]))
         from twin.config.asgi import application
-        from twin.live.serving import server_build
+        from twin.config.serving import server_build
         from twin.mirror.poller import live_driver
 
         mode = app_setting("ENGINE_MODE")

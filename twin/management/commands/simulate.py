@@ -18,23 +18,15 @@ from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
 from scheduler.workload.traces import TraceError
-from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
-
-
-def _checked(parse, *args, **kwargs):
-    """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); a bad flag is one line."""
-    try:
-        return parse(*args, **kwargs)
-    except ValueError as exc:
-        raise refuse(str(exc)) from None
+from twin.management.one_line import OneLineCommand, checked, output_path, output_write, refuse
 
 
 def _days(raw: str) -> float:
-    return _checked(checks.number_from_text, "--days", raw, above=0, at_most=MAX_DAYS)
+    return checked(checks.number_from_text, "--days", raw, above=0, at_most=MAX_DAYS)
 
 
 def _integer(flag: str, raw: str | None, *, minimum: int) -> int | None:
-    return _checked(checks.optional, checks.integer_from_text, flag, raw, at_least=minimum)
+    return checked(checks.optional, checks.integer_from_text, flag, raw, at_least=minimum)
 
 
 def _on_off(flag: str, raw: str) -> bool:
@@ -46,27 +38,27 @@ def _on_off(flag: str, raw: str) -> bool:
 def _interval(raw: str | None):
     if raw is None or raw in ("auto", "job"):
         return raw
-    return _checked(checks.number_from_text, "--checkpoint-interval", raw, above=0,
+    return checked(checks.number_from_text, "--checkpoint-interval", raw, above=0,
                     expect="auto, job or seconds > 0", unparsable="auto, job or seconds")
 
 
 def _load(raw: str) -> float:
-    return _checked(checks.number_from_text, "--load", raw, above=0)
+    return checked(checks.number_from_text, "--load", raw, above=0)
 
 
 def _ratio(raw: str | None) -> float | None:
-    return _checked(checks.optional, checks.number_from_text, "--oversubscription", raw,
+    return checked(checks.optional, checks.number_from_text, "--oversubscription", raw,
                     at_least=1)
 
 
 def _seconds(flag: str, raw: str | None) -> float | None:
     """A restart part in seconds (its bound is the scenario's: one line if out of it)."""
-    return _checked(checks.optional, checks.number_from_text, flag, raw,
+    return checked(checks.optional, checks.number_from_text, flag, raw,
                     expect="a finite number of seconds", unparsable="a number of seconds")
 
 
 def _fraction(raw: str | None) -> float | None:
-    return _checked(checks.optional, checks.number_from_text, "--spares", raw, at_least=0,
+    return checked(checks.optional, checks.number_from_text, "--spares", raw, at_least=0,
                     below=1, expect="a fraction in [0, 1)")
 
 

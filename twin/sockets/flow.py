@@ -4,7 +4,7 @@
   transport, which Twisted pauses while the socket's send buffer is over its high-water mark.
   The transport reaches the application as an ASGI scope extension (:data:`TRANSPORT_EXTENSION`,
   read with :func:`scope_transport`) that ``manage.py serve`` adds to every WebSocket scope
-  (:class:`twin.live.serving.TwinServer`). Served another way (plain ``daphne``, another
+  (:class:`twin.config.serving.TwinServer`). Served another way (plain ``daphne``, another
   server, the tests' communicator) there is no transport and nothing measures the client.
 * In (client to server): :class:`ClientInbox` reads the client's messages as soon as the
   server has them, so the consumer sees how many wait unanswered (a client that sends faster
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-logger = logging.getLogger("twin.live.consumers")
+logger = logging.getLogger("twin.sockets.consumers")
 
 TRANSPORT_EXTENSION = "twin.transport"
 """ASGI scope extension: ``{"transport": <the socket's Twisted transport>}``."""

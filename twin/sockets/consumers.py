@@ -21,7 +21,7 @@ still logged in with this password, staff with ``twin.run_drill`` to steer), and
 Frames are never queued per client: each consumer holds at most one pending frame and sends it
 when the socket can take it (served by ``manage.py serve`` the consumer is a Twisted push
 producer of its socket, paused while the socket's send buffer is over its high-water mark; see
-:mod:`twin.live.flow`), so a slow client skips frames
+:mod:`twin.sockets.flow`), so a slow client skips frames
 (and is told how many, in a ``dropped`` field) instead of growing the server. From the channel
 layer only signed frames are taken (:func:`twin.live.broadcast.frame_verify`), and a frame whose
 ``seq`` jumps more than ``WS_MAX_SEQ_JUMP`` ahead is not trusted: the next re-check sends the
@@ -48,8 +48,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from twin import app_setting
 from twin.live import broadcast, selectors
 from twin.live.embedded import driver_ensure_started
-from twin.live.flow import INBOX_SCOPE_KEY, OutboundFlow, scope_transport
-from twin.live.socket_sessions import (
+from twin.sockets.flow import INBOX_SCOPE_KEY, OutboundFlow, scope_transport
+from twin.sockets.sessions import (
     RightLost,
     Rights,
     SessionEnded,

@@ -7,7 +7,7 @@ apart from plain ``daphne twin.config.asgi:application``, both through daphne's 
   has made its reactor's event loop the current one, just before it runs it, and that hook
   hands the loop to :func:`twin.live.embedded.embedded_start`;
 * every WebSocket scope advertises the socket's Twisted transport as an ASGI extension
-  (:func:`twin.live.flow.scope_with_transport`), through ``Server.create_application``, the
+  (:func:`twin.sockets.flow.scope_with_transport`), through ``Server.create_application``, the
   call daphne's protocols make to create an application instance for a connection: with it
   the dashboard consumer measures what a slow client has not read.
 """
@@ -23,7 +23,7 @@ from daphne.endpoints import build_endpoint_description_strings
 from daphne.server import Server
 
 from twin.live.embedded import embedded_start
-from twin.live.flow import scope_with_transport
+from twin.sockets.flow import scope_with_transport
 
 logger = logging.getLogger("twin.live.driver")
 
