@@ -6,6 +6,7 @@ running drill is ended from the drills page."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -47,8 +48,18 @@ def test_a_staff_action_and_its_audit(server, page, browser):
         raise AssertionError("no running job could be cancelled in five tries")
     assert asked and asked[-1].startswith(f"Cancel {name} for good?")
     assert "cancel\tstaff\tapplied" in log
-    assert f"{name} cancelled (running) by staff" in page.inner_text("#job-timeline")
-    assert page.inner_text("#job-state") == "cancelled"
+    # the command log says "applied" as the engine applies it; the timeline and the state come
+    # from the next published frame and event log, a tick later
+    deadline = time.monotonic() + 30
+    while True:
+        timeline, state = page.inner_text("#job-timeline"), page.inner_text("#job-state")
+        if (f"{name} cancelled (running) by staff" in timeline and state == "cancelled"
+                or time.monotonic() > deadline):
+            break
+        page.wait_for_timeout(250)
+        page.reload()
+    assert f"{name} cancelled (running) by staff" in timeline
+    assert state == "cancelled"
     shot(page, "job-cancelled", prefix="actions")
 
     admin = browser.new_page(viewport={"width": 1400, "height": 1000})

@@ -25,6 +25,7 @@ from channels.db import database_sync_to_async
 from django.core.management import call_command
 
 from scheduler.control.whatif import whatif
+from tests import frames
 from tests.prometheus.conftest import prometheus  # noqa: F401  (the fixture)
 from tests.slurm.conftest import PLANS, export_tree
 from twin import models as m
@@ -224,9 +225,11 @@ def exporter_state():
     nodes = tuple(m.Node.objects.order_by("id").values_list(
         "hostname", "accelerator_model__name", "accelerator_count", "nic_gbps"))
     inv = dcgm_inventory("from-slurm", nodes)
-    placement = {"jobs": {"train": {"state": "running", "gpus": 16, "nodes": [[0, 1]]}},
-                 "down": [[5, 5]]}
-    frame = {"running_jobs": [{"name": "train", "mfu": 0.41}]}
+    placement = frames.placement(
+        jobs={"train": {"state": "running", "gpus": 16, "nodes": [[0, 1]],
+                        "gpu_runs": frames.gpu_runs((0, 8), (1, 8))}},
+        down=[[5, 5]])
+    frame = frames.frame(running_jobs=[{"name": "train", "mfu": 0.41}])
     return inv, dcgm_readings(inv, placement=placement, frame=frame)
 
 
