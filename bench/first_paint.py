@@ -1,7 +1,8 @@
 """First paint of every page with the 100k-GPU twin running (issue 16: under 1.5 s).
 
-A throw-away database with ``hyperscale-100k`` (or ``--preset``), the demo accounts, one
-daphne with the embedded engine (the ``make run`` shape); Debian's Chromium through Playwright
+A throw-away database with ``hyperscale-100k`` (or ``--preset``), the demo accounts,
+``manage.py serve`` (daphne, the engine started with the server: the ``make run`` shape);
+Debian's Chromium through Playwright
 logs in as staff and opens every page ``--repeat`` times.  Reported per page (median): the
 server's response time (``responseStart``), first contentful paint (the browser's own
 ``paint`` entry) and, for the live pages, the time until the first frame has filled the
@@ -18,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.live_server import daphne_start, free_port, live_env, manage, stop
+from bench.live_server import free_port, live_env, manage, serve_start, stop
 
 TARGET_S = 1.5
 PASSWORD = "bench-pass-123"
@@ -67,7 +68,7 @@ def main() -> None:
               flush=True)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        proc = daphne_start(env, port, tmp / "daphne.log")
+        proc = serve_start(env, port, tmp / "daphne.log")
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium",
