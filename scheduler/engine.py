@@ -61,6 +61,10 @@ class Engine:
         A registered policy name (see :mod:`scheduler.scheduling.policies`).
     placement : str, optional
         Override the policy's placement strategy (``topology``, ``first-fit``, ``random``).
+    slurm_conf : SlurmConf, optional
+        The cluster's Slurm configuration
+        (:func:`scheduler.scheduling.slurm.conf.read_slurm_conf`), which the ``slurm``
+        policy needs.
     demand_step_s : float
         How often inference demand is re-evaluated, s.
     failures : bool
@@ -116,7 +120,7 @@ class Engine:
                  physics: bool = False, physics_tick_s: float = 1800.0,
                  physics_max_tick_s: float | None = None, start_s: float = 0.0,
                  submit: bool = True, restart: RestartTimes | None = None,
-                 failure_modes: tuple | None = None):
+                 failure_modes: tuple | None = None, slurm_conf=None):
         self.plan = plan
         self.workload = workload
         # what a re-planned successor is built with (the plan and the clock aside)
@@ -126,7 +130,7 @@ class Engine:
                          "checkpoint_interval": checkpoint_interval, "recovery": recovery,
                          "spares": spares, "physics": physics, "physics_tick_s": physics_tick_s,
                          "physics_max_tick_s": physics_max_tick_s, "restart": restart,
-                         "failure_modes": failure_modes}
+                         "failure_modes": failure_modes, "slurm_conf": slurm_conf}
         self.replans = 0  # times this run moved onto a changed inventory
         self.keys = None
         self.lineage = None
@@ -153,7 +157,7 @@ class Engine:
             costs=costs, admission=Admission(plan, state), peak_flops=ledger.peak,
             checkpoint_interval=checkpoint_interval, failure_modes=modes)
         self.scheduler = sched = Scheduler(ctx, state=state, jobs=jobs, policy=policy,
-                                                  placement=placement)
+                                           placement=placement, slurm_conf=slurm_conf)
         self.spares = SparePool(state)
         self.recovery = Recovery(ctx, state=state, jobs=jobs, spares=self.spares,
                                  recovery=recovery)

@@ -91,7 +91,7 @@ class JobRun:
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
         "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk", "end_key",
-        "gpus", "lag_s")
+        "gpus", "lag_s", "fresh")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -118,6 +118,7 @@ class JobRun:
         self.preemptions = 0
         self.lendings = 0
         self.expected_end = math.inf
+        self.fresh = False  # its next start runs it from its beginning (a Slurm requeue)
         self.borrowed = False
         self.kept_s = 0.0
         self.cloud_pool = -1

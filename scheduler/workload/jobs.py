@@ -204,6 +204,15 @@ class TrainingJob:
         Kernel efficiency while computing (achieved / peak FLOPs).
     burstable : bool
         May run in a cloud pool after waiting ``burst_after_s``.
+    partition, qos, user : str
+        What a Slurm job names (its partition, quality of service and user); empty for jobs
+        that name none.  The ``slurm`` policy reads them (``docs/scheduling.md``).
+    time_limit_s : float, optional
+        The job's time limit, s (Slurm's ``--time``): the ``slurm`` policy plans backfill by
+        it and ends a job that reaches it; ``None``: the partition's, or no limit.
+    gpus_per_node : int, optional
+        GPUs on each node (Slurm's ``--gres=gpu:N`` with ``--nodes``); ``None``: whole nodes
+        plus one partial node, as the placement chooses.
     """
 
     job_id: int
@@ -228,6 +237,11 @@ class TrainingJob:
     burst_after_s: float = 4 * 3600.0
     transformer: Transformer | None = None
     recipe: Recipe | None = None
+    partition: str = ""
+    qos: str = ""
+    user: str = ""
+    time_limit_s: float | None = None
+    gpus_per_node: int | None = None
 
     def __post_init__(self) -> None:
         if self.gpus <= 0:
@@ -243,6 +257,17 @@ class TrainingJob:
                              f"does not match gpus = {self.gpus}")
         if self.submit_s < 0:
             raise ValueError(f"job {self.name}: submit time must be >= 0")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"job {self.name}: time limit must be positive")
+        if self.gpus_per_node is not None and (
+                self.gpus_per_node <= 0 or self.gpus % self.gpus_per_node):
+            raise ValueError(f"job {self.name}: {self.gpus} GPUs are not a whole number of "
+                             f"nodes of {self.gpus_per_node}")
+
+    @property
+    def nodes(self) -> int | None:
+        """Nodes asked for (``gpus / gpus_per_node``), or ``None`` if the job names none."""
+        return None if self.gpus_per_node is None else self.gpus // self.gpus_per_node
 
     def runtime_s(self, model: Accelerator) -> float:
         """Compute time on ``model`` without stalls, s.

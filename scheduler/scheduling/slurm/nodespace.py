@@ -1,0 +1,83 @@
+"""Slurm's backfill plan: free GPUs per node over future time slots (``node_space``).
+
+Rows are the slots' start times, columns the nodes; a running job gives its GPUs back at the
+end of its time limit (rounded up to ``bf_resolution``), and every job the backfill pass
+cannot start now reserves its nodes from its earliest start for its time limit.  A job
+starts now only where it delays no reservation made before it: Slurm's backfill is
+conservative, not EASY (every tested job that must wait gets a reservation inside
+``bf_window``).
+
+>>> space = NodeSpace(0.0, np.array([8, 8]), resolution=1.0)
+>>> space.release(10.0, np.array([0]), np.array([8]))   # a job on node 0 ends at 10 s
+>>> space.free_over(0.0, 5.0).tolist(), space.free_over(10.0, 5.0).tolist()
+([8, 8], [16, 8])
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class NodeSpace:
+    """Free GPUs per node over time from ``now`` (slot 0) on.
+
+    Parameters
+    ----------
+    now : float
+        The plan's start, s.
+    free : numpy.ndarray
+        GPUs usable now per node (0 for nodes nothing may use), int.
+    resolution : float
+        ``bf_resolution``, s: planned ends and starts are rounded up to it.
+    """
+
+    def __init__(self, now: float, free: np.ndarray, *, resolution: float):
+        self.now = now
+        self.resolution = resolution
+        self.times = [now]
+        self.free = free.astype(np.int64)[None, :].copy()
+
+    def round_up(self, t: float) -> float:
+        """``t`` on the resolution's grid (never before now)."""
+        if t <= self.now:
+            return self.now
+        r = self.resolution
+        return max(self.now, math.ceil(t / r - 1e-9) * r)
+
+    def _slot(self, t: float) -> int:
+        """The index of the slot starting at ``t`` (a slot is split there if needed)."""
+        times = self.times
+        i = int(np.searchsorted(times, t, side="right")) - 1
+        if times[i] == t:
+            return i
+        times.insert(i + 1, t)
+        self.free = np.insert(self.free, i + 1, self.free[i], axis=0)
+        return i + 1
+
+    def release(self, t: float, nodes: np.ndarray, counts: np.ndarray) -> None:
+        """GPUs given back on ``nodes`` from ``t`` on (a running job's planned end)."""
+        t = self.round_up(t)
+        k = self._slot(t)
+        np.add.at(self.free[k:], (slice(None), nodes), counts)
+
+    def reserve(self, t: float, duration: float, nodes: np.ndarray, counts: np.ndarray) -> None:
+        """``counts`` GPUs of ``nodes`` taken over ``[t, t + duration)``."""
+        k = self._slot(t)
+        if math.isfinite(duration):
+            end = self._slot(self.round_up(t + duration))
+        else:
+            end = len(self.times)
+        np.subtract.at(self.free[k:end], (slice(None), nodes), counts)
+
+    def free_over(self, t: float, duration: float) -> np.ndarray:
+        """The fewest GPUs free per node at any time in ``[t, t + duration)``."""
+        k = int(np.searchsorted(self.times, t, side="right")) - 1
+        end = (len(self.times) if not math.isfinite(duration)
+               else int(np.searchsorted(self.times, t + duration, side="left")))
+        return self.free[k:max(end, k + 1)].min(axis=0)
+
+    def starts(self, until: float):
+        """Candidate start times: now and every later slot start up to ``until``."""
+        return [t for t in self.times if t <= until]

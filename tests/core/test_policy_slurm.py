@@ -1,0 +1,269 @@
+"""The ``slurm`` policy does what slurmctld does with the same ``slurm.conf``.
+
+Every case runs a handful of jobs on 4 nodes of 8 GPUs with physics and failures off, so a
+job runs exactly its duration; the expected starts are worked out by hand in each docstring.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.engine import Engine
+from scheduler.hardware.catalog import get
+from scheduler.hardware.cluster import NodeGroup, plan_cluster
+from scheduler.scheduling.slurm.conf import (
+    SlurmConfError,
+    parse_slurm_conf,
+    read_qos,
+    read_slurm_conf,
+)
+from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Tenant, TrainingJob, Workload
+
+NODES = "NodeName=gpu[1-4] Gres=gpu:8 CPUs=64 RealMemory=512000\n"
+BASE = ("SchedulerType=sched/backfill\nSchedulerParameters=bf_interval=1,bf_resolution=1\n"
+        "SelectTypeParameters=CR_Core\n" + NODES)
+ONE_PARTITION = BASE + "PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE\n"
+PEAK = get("H100-SXM").bf16_tflops * 1e12
+
+
+def job(i, submit, duration, gpus, *, per=8, limit=3600.0, **kw) -> TrainingJob:
+    """A sleep job: ``duration`` s of work on ``gpus`` GPUs, ``per`` on each node."""
+    return TrainingJob(i, f"j{i}", "u", float(submit), gpus,
+                       duration * gpus * PEAK * DEFAULT_EFFICIENCY, cpu_per_gpu=0.0,
+                       ram_gb_per_gpu=0.0, nic_gbps_per_gpu=0.0, gpus_per_node=min(per, gpus),
+                       time_limit_s=limit, checkpoint_interval_s=1e9, **kw)
+
+
+def run(conf_text: str, jobs, until: float = 2000.0, qos: str | None = None) -> Engine:
+    conf = parse_slurm_conf(conf_text, qos=read_qos(qos) if qos else None)
+    plan = plan_cluster("t", (NodeGroup("H100-SXM", 4),), fabric_kind="fat-tree",
+                        fabric_kw={"radix": 8})
+    users = sorted({j.tenant for j in jobs})
+    engine = Engine(plan, Workload(jobs=tuple(jobs),
+                                   tenants=tuple(Tenant(u, quota_gpus=0) for u in users)),
+                    policy="slurm", slurm_conf=conf)
+    engine.run_until(until)
+    return engine
+
+
+def starts(engine: Engine) -> dict[str, float]:
+    return {r.spec.name: (None if r.first_start is None else round(r.first_start, 6))
+            for r in engine.jobs.runs}
+
+
+def ends(engine: Engine) -> dict[str, float]:
+    return {r.spec.name: (None if r.end_s is None else round(r.end_s, 6))
+            for r in engine.jobs.runs}
+
+
+# ------------------------------------------------------------------ backfill
+def test_backfill_fills_a_hole_only_with_jobs_that_delay_no_reservation():
+    """j0 holds 16 GPUs for 100 s (limit 120).  j1 wants all 32: it waits, reserved at
+    j0's limit (120 s).  j2 (8 GPUs, limit 60) fits the hole and ends by its limit before
+    120 s: backfilled at its submission (2 s).  j3 (8 GPUs, limit 180) would still run at
+    120 s: it waits behind j1.  j0 really ends at 100 s, so j1 starts at 100 and j3 after
+    j1 ends at 110."""
+    e = run(ONE_PARTITION, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
+                            job(2, 2, 10, 8, limit=60), job(3, 3, 30, 8, limit=180)])
+    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 2.0, "j3": 110.0}
+    assert e.scheduler.mechanics.counters["backfill_started"] == 1
+
+
+def test_backfill_waits_for_its_interval():
+    """With ``bf_interval=10`` a job that only backfill can start waits for the next cycle
+    on the 10-s grid: j2, submitted at 2 s behind a blocked j1, starts at 10 s."""
+    conf = ONE_PARTITION.replace("bf_interval=1", "bf_interval=10")
+    e = run(conf, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
+                   job(2, 2, 10, 8, limit=60)])
+    assert starts(e)["j2"] == 10.0
+
+
+def test_without_backfill_nothing_passes_a_blocked_job():
+    """``sched/builtin``: strict priority order; j2 waits for j1 although it fits now."""
+    conf = ONE_PARTITION.replace("SchedulerType=sched/backfill", "SchedulerType=sched/builtin")
+    e = run(conf, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
+                   job(2, 2, 10, 8, limit=60)])
+    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 110.0}
+
+
+def test_backfill_is_conservative_every_waiting_job_keeps_its_reservation():
+    """j0 holds 24 GPUs until 100 s (its limit).  j1 (16 GPUs, limit 60) is reserved at
+    [100, 160); j2 (all 32, limit 100) after it at [160, 260).  j3 (8 GPUs, limit 200)
+    fits the 8 free GPUs now and beside j1's reservation, so EASY backfill (which protects
+    only the first job's start) would start it at 3 s; but it would still run at 160 s and
+    delay j2.  Slurm's backfill keeps every reservation: j3 starts when j2 ends, at 260 s."""
+    e = run(ONE_PARTITION, [job(0, 0, 100, 24, limit=100), job(1, 1, 60, 16, limit=60),
+                            job(2, 2, 100, 32, limit=100), job(3, 3, 10, 8, limit=200)])
+    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 160.0, "j3": 260.0}
+
+
+# ------------------------------------------------------------------ partitions and priority
+TWO_TIERS = BASE + ("PartitionName=low Nodes=ALL Default=YES PriorityTier=1\n"
+                    "PartitionName=high Nodes=ALL PriorityTier=10\n")
+
+
+def test_a_higher_partition_tier_goes_first_whatever_its_submit_time():
+    """All 32 GPUs busy until 50 s.  j1 (low tier) and then j2 (high tier) each want 32:
+    j2 starts first at 50 s, j1 after it at 60 s."""
+    e = run(TWO_TIERS, [job(0, 0, 50, 32, limit=60, partition="low"),
+                        job(1, 1, 10, 32, limit=60, partition="low"),
+                        job(2, 2, 10, 32, limit=60, partition="high")])
+    assert starts(e) == {"j0": 0.0, "j1": 60.0, "j2": 50.0}
+
+
+MULTIFACTOR = ONE_PARTITION + ("PriorityType=priority/multifactor\nPriorityWeightJobSize=1000\n"
+                               "PriorityWeightAge=0\nPriorityCalcPeriod=1\n")
+
+
+def test_job_size_favours_large_jobs_by_nodes_and_cpus_not_gpus():
+    """Job size counts nodes and CPUs, not GPUs: j1 (1 node of 8 GPUs) and j2 (2 nodes of 4
+    GPUs, also 8 GPUs) wait for the 2 nodes j0 frees at 50 s; whichever starts first leaves
+    no room for the other until 60 s.  j2 asks for more nodes (and CPUs, one per node), so it
+    ranks first though submitted later; with PriorityFavorSmall=YES j1 does."""
+    jobs = [job(0, 0, 50, 16, limit=60), job(9, 0, 500, 16, limit=600),
+            job(1, 1, 10, 8, per=8, limit=60), job(2, 2, 10, 8, per=4, limit=60)]
+    e = run(MULTIFACTOR, jobs)
+    assert (starts(e)["j2"], starts(e)["j1"]) == (50.0, 60.0)
+    e = run(MULTIFACTOR + "PriorityFavorSmall=YES\n", jobs)
+    assert (starts(e)["j1"], starts(e)["j2"]) == (50.0, 60.0)
+
+
+def test_age_is_counted_from_eligibility_and_caps_at_max_age():
+    """Age weight 1000, size weight 10, PriorityMaxAge 100 s, recomputed every 60 s.  j1 (1
+    node) waits from 1 s; j2 (2 nodes, larger) from 40 s.  At 60 s j1's age is 0.59, j2's
+    0.2: j1 ranks first although j2 is larger, and starts when j0 ends at 100 s; j2 (all 32
+    GPUs) when j1 ends at 110 s.  Without the age weight the larger j2 goes first."""
+    conf = ONE_PARTITION + ("PriorityType=priority/multifactor\nPriorityWeightJobSize=10\n"
+                            "PriorityWeightAge=1000\nPriorityMaxAge=00:01:40\n"
+                            "PriorityCalcPeriod=1\n")
+    jobs = [job(0, 0, 100, 32, limit=120), job(1, 1, 10, 16, per=8, limit=60),
+            job(2, 40, 10, 32, per=8, limit=60)]
+    e = run(conf, jobs)
+    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 110.0}
+    # with no age weight the larger job goes first
+    e = run(conf.replace("PriorityWeightAge=1000", "PriorityWeightAge=0"), jobs)
+    assert starts(e) == {"j0": 0.0, "j1": 110.0, "j2": 100.0}
+
+
+# ------------------------------------------------------------------ preemption
+QOS = "Name|Priority|Preempt|PreemptMode\nnormal|0||cluster\nhigh|100|normal|cluster\n"
+PREEMPT = ONE_PARTITION + ("PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
+                           "AuthInfo=cred_expire=10\n")
+
+
+def test_qos_preemption_requeues_the_victim_to_run_again_from_its_start():
+    """j0 (normal) fills the cluster from 0 s for 100 s.  j1 (high QOS, preempts normal)
+    arrives at 20 s: j0 is requeued and j1 starts at once, until 50 s.  j0 is eligible
+    again 10 + 1 s later (cred_expire + 1) but waits for j1 and reruns its whole 100 s
+    from 50 s: it ends at 150 s."""
+    e = run(PREEMPT, [job(0, 0, 100, 32, limit=200, qos="normal"),
+                      job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
+    assert starts(e)["j1"] == 20.0
+    assert ends(e) == {"j0": 150.0, "j1": 50.0}
+    assert e.scheduler.mechanics.counters["requeued"] == 1
+
+
+def test_a_requeued_job_waits_for_its_credential_to_expire():
+    """j0 (normal, 16 GPUs) and j9 (high, 16 GPUs) fill the cluster.  j1 (high, 16 GPUs,
+    5 s) evicts j0 at 20 s and ends at 25 s: 16 GPUs are free from then, yet j0 may start
+    again only at 20 + 10 + 1 = 31 s (cred_expire + 1), and reruns its 100 s to 131 s."""
+    e = run(PREEMPT, [job(0, 0, 100, 16, limit=200, qos="normal"),
+                      job(9, 0, 500, 16, limit=600, qos="high"),
+                      job(1, 20, 5, 16, limit=60, qos="high")], qos=QOS)
+    assert starts(e)["j1"] == 20.0
+    assert ends(e)["j0"] == 131.0
+
+
+def test_preempt_exempt_time_protects_young_jobs():
+    """PreemptExemptTime=00:00:30: j0 started at 0 s may not be preempted before 30 s, so
+    j1 (arriving at 20 s) starts at 30 s."""
+    conf = PREEMPT + "PreemptExemptTime=00:00:30\n"
+    e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
+                   job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
+    assert starts(e)["j1"] == 30.0
+
+
+def test_cancel_mode_ends_the_victim():
+    qos = QOS.replace("normal|0||cluster", "normal|0||cancel")
+    e = run(PREEMPT, [job(0, 0, 100, 32, limit=200, qos="normal"),
+                      job(1, 20, 30, 32, limit=60, qos="high")], qos=qos)
+    r0 = e.jobs.runs[0]
+    assert r0.state == "cancelled" and r0.end_s == 20.0
+
+
+# ------------------------------------------------------------------ limits and memory
+def test_a_job_is_ended_at_its_time_limit():
+    """j0 would run 300 s but its limit is 120 s: Slurm ends it (TIMEOUT) at 120 s."""
+    e = run(ONE_PARTITION, [job(0, 0, 300, 8, limit=120)])
+    assert e.jobs.runs[0].end_s == 120.0
+    assert e.scheduler.mechanics.counters["timeouts"] == 1
+
+
+def test_without_a_memory_default_a_job_takes_its_nodes_whole_memory():
+    """CR_Core_Memory and no DefMemPerCPU: two 4-GPU jobs cannot share a node, so with one
+    node the second waits; with CR_Core they share it."""
+    one_node = ("SchedulerType=sched/backfill\nSchedulerParameters=bf_interval=1\n"
+                "NodeName=gpu[1-4] Gres=gpu:8 CPUs=64 RealMemory=512000\n"
+                "PartitionName=one Nodes=gpu1 Default=YES\n")
+    jobs = [job(0, 0, 50, 4, per=4, limit=60), job(1, 1, 50, 4, per=4, limit=60)]
+    e = run(one_node + "SelectTypeParameters=CR_Core_Memory\n", jobs)
+    assert starts(e) == {"j0": 0.0, "j1": 50.0}
+    e = run(one_node + "SelectTypeParameters=CR_Core_Memory\nDefMemPerCPU=1000\n", jobs)
+    assert starts(e) == {"j0": 0.0, "j1": 1.0}
+
+
+# ------------------------------------------------------------------ the configuration
+def test_unmodelled_keys_are_named_in_one_warning_line():
+    conf = parse_slurm_conf(ONE_PARTITION + "FairShareDampeningFactor=2\n"
+                            "SchedulerParameters=bf_interval=1,bf_busy_nodes\n")
+    assert conf.warning() == ("slurm.conf: not modelled by the twin, so not applied: "
+                              "FairShareDampeningFactor, SchedulerParameters=bf_busy_nodes")
+    e = run(ONE_PARTITION + "FairShareDampeningFactor=2\n", [job(0, 0, 10, 8)])
+    assert [x["text"] for x in e.kernel.events if x["kind"] == "config"] == [
+        "slurm.conf: not modelled by the twin, so not applied: FairShareDampeningFactor"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("PriorityWeightAge=lots\n", "slurm.conf:1: PriorityWeightAge=lots: value must be an "
+                                 "integer >= 0, not 'lots'"),
+    ("PreemptType=preempt/magic\n", "slurm.conf:1: PreemptType=preempt/magic: PreemptType "
+                                    "must be one of preempt/none, preempt/partition_prio, "
+                                    "preempt/qos"),
+    (NODES + "PartitionName=p Nodes=gpu9\n", "slurm.conf: partition p names node gpu9, which "
+                                             "no NodeName line has"),
+    ("PartitionName=p Nodes=ALL MaxTime=soon\n", "slurm.conf:1: PartitionName=p Nodes=ALL "
+                                                 "MaxTime=soon: not a Slurm time: 'soon'"),
+])
+def test_a_wrong_value_is_one_error_naming_the_line(text, message):
+    with pytest.raises(SlurmConfError) as err:
+        parse_slurm_conf(text)
+    assert str(err.value) == message
+
+
+def test_scontrol_show_config_output_reads_like_the_file():
+    shown = ("Configuration data as of 2026-12-05T06:00:00\n"
+             "PriorityType            = priority/multifactor\n"
+             "PriorityWeightAge       = 500\n"
+             "SchedulerParameters     = bf_interval=5,bf_window=60\n"
+             "PreemptType             = preempt/qos\n")
+    conf = parse_slurm_conf(shown, where="scontrol")
+    assert conf.multifactor and conf.weights["age"] == 500
+    assert (conf.bf_interval_s, conf.bf_window_s) == (5.0, 3600.0)
+    assert conf.preempt_type == "preempt/qos"
+
+
+def test_the_qos_table_beside_the_file_is_read(tmp_path):
+    (tmp_path / "slurm.conf").write_text(PREEMPT)
+    (tmp_path / "sacctmgr-qos.txt").write_text(QOS)
+    conf = read_slurm_conf(tmp_path / "slurm.conf")
+    assert conf.qos["high"].preempt == ("normal",)
+    with pytest.raises(SlurmConfError, match="does not exist"):
+        read_slurm_conf(tmp_path / "nope.conf")
+
+
+def test_the_slurm_policy_needs_a_configuration():
+    plan = plan_cluster("t", (NodeGroup("H100-SXM", 4),), fabric_kind="fat-tree",
+                        fabric_kw={"radix": 8})
+    with pytest.raises(ValueError, match="policy slurm needs the cluster's slurm.conf"):
+        Engine(plan, Workload(jobs=(job(0, 0, 10, 8),), tenants=(Tenant("u", quota_gpus=0),)),
+               policy="slurm")
