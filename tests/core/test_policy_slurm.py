@@ -145,6 +145,23 @@ def test_age_is_counted_from_eligibility_and_caps_at_max_age():
     assert starts(e) == {"j0": 0.0, "j1": 110.0, "j2": 100.0}
 
 
+def test_fair_share_puts_the_heavier_user_behind():
+    """Fair-share weight only, recomputed every 60 s, usage not decaying.  User a's j0 fills
+    the cluster from 0 to 100 s; a submits j1 at 5 s, b submits j2 at 6 s (both all 32
+    GPUs).  At 60 s a has used 32 x 60 GPU-s and b nothing: b's job ranks first (Fair Tree
+    1.0 against 0.5; classic 2^0 against 2^-2), so j2 starts at 100 s and j1 at 110 s.
+    Without the fair-share weight, first come first served: j1 first."""
+    conf = ONE_PARTITION + ("PriorityType=priority/multifactor\nPriorityWeightFairshare=1000\n"
+                            "PriorityCalcPeriod=1\nPriorityDecayHalfLife=0\n")
+    jobs = [job(0, 0, 100, 32, limit=120, user="a"), job(1, 5, 10, 32, limit=60, user="a"),
+            job(2, 6, 10, 32, limit=60, user="b")]
+    expected = {"j0": 0.0, "j1": 110.0, "j2": 100.0}
+    assert starts(run(conf, jobs)) == expected
+    assert starts(run(conf + "PriorityFlags=NO_FAIR_TREE\n", jobs)) == expected
+    fifo = conf.replace("PriorityWeightFairshare=1000", "PriorityWeightFairshare=0")
+    assert starts(run(fifo, jobs)) == {"j0": 0.0, "j1": 100.0, "j2": 110.0}
+
+
 # ------------------------------------------------------------------ preemption
 QOS = "Name|Priority|Preempt|PreemptMode\nnormal|0||cluster\nhigh|100|normal|cluster\n"
 PREEMPT = ONE_PARTITION + ("PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"

@@ -37,6 +37,7 @@ from sortedcontainers import SortedList
 
 from scheduler.model.job_run import QUEUED, RUNNING, JobRun
 from scheduler.model.state import Placement
+from scheduler.scheduling.slurm import preemption
 from scheduler.scheduling.slurm.conf import SlurmConf
 from scheduler.scheduling.slurm.nodespace import NodeSpace
 from scheduler.scheduling.slurm.priority import Factors, Usage, combine
@@ -76,9 +77,9 @@ class SlurmMechanics:
         self.usage = Usage(conf.decay_half_life_s)
         self.rec: dict[int, _Job] = {}
         self.order = SortedList()  # (key, idx) of queued jobs
-        self._queue_seen = -1
         self.calc_at = 0.0  # next PriorityCalcPeriod recomputation
-        self.calc_last = 0.0  # the last one
+        self.fair: dict[str, float] = {}  # fair-share factors at the last recomputation
+        self.accounted: dict[int, float] = {}  # started jobs -> usage booked up to then
         self.bf_at = 0.0  # next backfill cycle
         self._wakes: set[float] = set()
         self.counters = {"main_passes": 0, "backfill_cycles": 0, "backfill_tested": 0,
@@ -87,6 +88,8 @@ class SlurmMechanics:
         warning = conf.warning()
         if warning:
             self.ctx.log("config", warning)
+        for run in list(self.jobs.queue.values()):
+            self.on_queue(run, True)
 
     # ----------------------------------------------------------------- set-up
     def _partitions(self, n: int) -> dict[str, np.ndarray]:
@@ -140,7 +143,7 @@ class SlurmMechanics:
         qos = conf.qos.get(j.qos)
         rec.preempts = frozenset(qos.preempt) if qos else frozenset()
         rec.qos_prio = qos.priority if qos else 0
-        rec.prio = self._priority(run, rec, waited_s=0.0)
+        rec.prio = self.priority_of(run, rec, waited_s=0.0)
         self.rec[run.idx] = rec
         return rec
 
@@ -149,7 +152,7 @@ class SlurmMechanics:
         self.ctx.log("slurm", f"{run.spec.name} refused: {why}", job=run.spec.name)
 
     # ----------------------------------------------------------------- priority
-    def _priority(self, run: JobRun, rec: _Job, *, waited_s: float,
+    def priority_of(self, run: JobRun, rec: _Job, *, waited_s: float,
                   fair: dict | None = None) -> int:
         conf = self.conf
         if not conf.multifactor:
@@ -162,8 +165,8 @@ class SlurmMechanics:
                                          favor_small=conf.favor_small),
                    "partition": f.partition(part.priority_job_factor) if part else 0.0,
                    "qos": f.qos(rec.qos_prio)}
-        if conf.weights.get("fairshare"):
-            factors["fairshare"] = (fair or {}).get(self._user(run), 1.0)
+        if conf.weights.get("fairshare"):  # as of the last recomputation (1.0: no usage)
+            factors["fairshare"] = (fair or self.fair).get(self._user(run), 1.0)
         return combine(conf.weights, factors)
 
     @staticmethod
@@ -175,43 +178,56 @@ class SlurmMechanics:
         conf = self.conf
         fair = None
         if conf.weights.get("fairshare"):
-            # the decay thread books running jobs' GPU-seconds since it last ran
-            for run in self.jobs.running.values():
-                rec = self.rec.get(run.idx)
-                since = max(self.calc_last, rec.started if rec and rec.started else now)
-                self.usage.add(self._user(run), run.gpus * max(0.0, now - since), now=now)
-            self.calc_last = now
-            fair = self.usage.fair_share([self._user(r) for r in self.jobs.queue.values()],
-                                         now=now, fair_tree=conf.fair_tree)
+            # the decay thread books jobs' GPU-seconds since it last ran (those that ended
+            # meanwhile up to their end)
+            for idx, since in list(self.accounted.items()):
+                run = self.jobs.runs[idx]
+                until = now if run.state == RUNNING else run.end_s
+                if until is not None:
+                    self.usage.add(self._user(run), run.gpus * max(0.0, until - since),
+                                   now=now)
+                if run.state == RUNNING:
+                    self.accounted[idx] = now
+                else:
+                    del self.accounted[idx]
+            fair = self.fair = self.usage.fair_share(
+                [self._user(r) for r in self.jobs.queue.values()], now=now,
+                fair_tree=conf.fair_tree)
         for idx, run in self.jobs.queue.items():
             rec = self.rec.get(idx)
             if rec is not None:
-                rec.prio = self._priority(run, rec, waited_s=now - rec.eligible, fair=fair)
+                rec.prio = self.priority_of(run, rec, waited_s=now - rec.eligible, fair=fair)
                 rec.key = None
         self.order = SortedList()
-        self._queue_seen = -1
+        for run in list(self.jobs.queue.values()):
+            self.on_queue(run, True)
 
     def _key(self, rec: _Job, run: JobRun) -> tuple:
         preemptor = len(rec.preempts) if self.conf.preempt_type == "preempt/qos" else 0
         return (-preemptor, -rec.tier, -rec.prio, rec.submit, run.spec.job_id)
 
-    def _sync(self) -> None:
+    def on_queue(self, run: JobRun, joined: bool) -> None:
         """Keep :attr:`order` equal to the queue (keys frozen until the next recompute)."""
-        jobs = self.jobs
-        if self._queue_seen == jobs.queue_version:
+        rec = self.rec.get(run.idx)
+        if not joined:
+            if rec is not None and rec.key is not None:
+                self.order.remove((rec.key, run.idx))
+                rec.key = None
             return
-        self._queue_seen = jobs.queue_version
-        queued = jobs.queue
-        for key, idx in list(self.order):
-            if idx not in queued:
-                self.order.remove((key, idx))
-                self.rec[idx].key = None
-        for idx, run in list(queued.items()):
-            rec = self._record(run)
-            if rec is None or rec.key is not None:
-                continue
-            rec.key = self._key(rec, run)
-            self.order.add((rec.key, idx))
+        rec = self._record(run)
+        if rec is None or rec.key is not None or run.state != QUEUED:
+            return
+        rec.key = self._key(rec, run)
+        self.order.add((rec.key, run.idx))
+
+    def _walk(self):
+        """The queue in order, tolerating jobs that start, leave or join meanwhile."""
+        order = self.order
+        pos = 0
+        while pos < len(order):
+            item = order[pos]
+            yield item[1]
+            pos = order.bisect_right(item)
 
     # ----------------------------------------------------------------- the passes
     def run(self) -> bool:
@@ -222,19 +238,18 @@ class SlurmMechanics:
             self._recalc(now)
             self.calc_at = (math.floor(now / self.conf.calc_period_s) + 1) * \
                 self.conf.calc_period_s
-        self._sync()
         preempted = self._main()
         if self.conf.backfill and now >= self.bf_at and not preempted:
             self._backfill()
             self.bf_at = (math.floor(now / self.conf.bf_interval_s) + 1) * \
                 self.conf.bf_interval_s
         if self.order:
-            self._wake(self.bf_at if self.conf.backfill else math.inf)
+            self.wake(self.bf_at if self.conf.backfill else math.inf)
             if self.conf.multifactor:
-                self._wake(self.calc_at)
+                self.wake(self.calc_at)
         return preempted
 
-    def _wake(self, t: float) -> None:
+    def wake(self, t: float) -> None:
         if math.isfinite(t) and t > self.ctx.now and t not in self._wakes:
             self._wakes.add(t)
             self.ctx.schedule(t, Kind.BACKFILL, ("slurm-wake", t))
@@ -257,11 +272,11 @@ class SlurmMechanics:
         if run.state != QUEUED:
             return False
         if rec.eligible > self.ctx.now:
-            self._wake(rec.eligible)
+            self.wake(rec.eligible)
             return False
         return True
 
-    def _free_now(self) -> np.ndarray:
+    def free_now(self) -> np.ndarray:
         """GPUs each node can give a new job now (0 on nodes no job may use)."""
         s = self.state
         free = np.where(s.schedulable(), s.node_free, 0)
@@ -275,7 +290,7 @@ class SlurmMechanics:
             return self.state.node_gpus
         return np.full(self.state.node_gpus.size, rec.per)
 
-    def _choose(self, run: JobRun, rec: _Job, free: np.ndarray,
+    def choose(self, run: JobRun, rec: _Job, free: np.ndarray,
                 mask: np.ndarray) -> Placement | None:
         """The lowest-numbered nodes of one accepted model that fit, or ``None``."""
         s = self.state
@@ -303,6 +318,8 @@ class SlurmMechanics:
     def _start(self, run: JobRun, rec: _Job, placement: Placement) -> None:
         self.jobs.start(run, placement)
         rec.started = self.ctx.now
+        if self.conf.weights.get("fairshare"):
+            self.accounted[run.idx] = rec.started
         if math.isfinite(rec.limit):
             self.ctx.schedule(self.ctx.now + rec.limit, Kind.BACKFILL,
                               ("timeout", run.idx, rec.started))
@@ -314,10 +331,10 @@ class SlurmMechanics:
         failed: set[str] = set()
         reasons = self.s.reasons = {}
         preempted = False
-        free = self._free_now()
+        free = self.free_now()
         tested = 0
         n_parts = len(self.part_mask)
-        for _, idx in self.order:
+        for idx in self._walk():
             if len(failed) == n_parts:
                 break  # every partition failed: nothing more starts in this pass
             run = self.jobs.runs[idx]
@@ -332,30 +349,30 @@ class SlurmMechanics:
                 break
             mask = avail & self.part_mask.get(rec.part, avail)
             self.s.counters["placement_decisions"] += 1
-            placement = self._choose(run, rec, free, mask)
+            placement = self.choose(run, rec, free, mask)
             if placement is not None:
                 self._start(run, rec, placement)
-                free = self._free_now()
+                free = self.free_now()
                 continue
-            if self.conf.preempt_type != "preempt/none" and self._preempt_for(run, rec, mask):
+            if (self.conf.preempt_type != "preempt/none"
+                    and preemption.preempt_for(self, run, rec, mask)):
                 preempted = True
-                free = self._free_now()
-                placement = self._choose(run, rec, free, mask)
+                free = self.free_now()
+                placement = self.choose(run, rec, free, mask)
                 if placement is not None:
                     self._start(run, rec, placement)
-                    free = self._free_now()
+                    free = self.free_now()
                     continue
             reasons[idx] = "Resources"
             failed.add(rec.part)
             avail &= ~self.part_mask.get(rec.part, np.zeros_like(avail))
-        self._sync()
         return preempted
 
     def _backfill(self) -> None:
         """One backfill cycle over the plan of running jobs' limits and reservations."""
         conf, now = self.conf, self.ctx.now
         self.counters["backfill_cycles"] += 1
-        space = NodeSpace(now, self._free_now(), resolution=conf.bf_resolution_s)
+        space = NodeSpace(now, self.free_now(), resolution=conf.bf_resolution_s)
         whole_node = conf.memory_whole_node
         for run in self.jobs.running.values():
             rec = self.rec.get(run.idx)
@@ -369,7 +386,7 @@ class SlurmMechanics:
         per_user: dict[str, int] = {}
         tested = 0
         horizon = now + conf.bf_window_s
-        for _, idx in self.order:
+        for idx in self._walk():
             run = self.jobs.runs[idx]
             rec = self.rec[idx]
             if not self._eligible(run, rec):
@@ -385,95 +402,49 @@ class SlurmMechanics:
             self.counters["backfill_tested"] += 1
             self.s.counters["placement_decisions"] += 1
             mask = self.state.schedulable() & self.part_mask.get(rec.part, True)
-            for t in space.starts(horizon):
-                free = space.free_over(t, rec.limit)
-                placement = self._choose(run, rec, free, mask)
-                if placement is None:
-                    continue
-                counts = (self.state.node_gpus[placement.nodes] if whole_node
-                          else placement.counts)
-                if t == now:
-                    self._start(run, rec, placement)
-                    self.counters["backfill_started"] += 1
-                    self.s.counters["backfilled"] += 1
-                else:
-                    self.counters["reservations"] += 1
-                    if run.reserved_start is None:
-                        run.reserved_start = t
-                space.reserve(t, rec.limit, placement.nodes, counts)
-                break
-        self._sync()
-
-    # ----------------------------------------------------------------- preemption
-    def _may_preempt(self, rec: _Job, other: JobRun) -> bool:
-        orec = self.rec.get(other.idx)
-        if orec is None:
-            return False
-        if self.conf.preempt_type == "preempt/qos":
-            return other.spec.qos in rec.preempts
-        return orec.tier < rec.tier
-
-    def _exempt_s(self, other: JobRun) -> float:
-        q = self.conf.qos.get(other.spec.qos)
-        if q is not None and q.preempt_exempt_time_s is not None:
-            return q.preempt_exempt_time_s
-        return self.conf.preempt_exempt_time_s
-
-    def _mode(self, other: JobRun) -> str:
-        q = self.conf.qos.get(other.spec.qos)
-        if q is not None and q.preempt_mode:
-            return q.preempt_mode
-        part = next((p for p in self.conf.partitions if p.name == self.rec[other.idx].part),
-                    None)
-        return (part.preempt_mode if part and part.preempt_mode else self.conf.preempt_mode)
-
-    def _preempt_for(self, run: JobRun, rec: _Job, mask: np.ndarray) -> bool:
-        """Evict, youngest first, the fewest preemptable jobs whose nodes let ``run`` start;
-        ``False`` (nobody evicted) if even all of them would not."""
-        now = self.ctx.now
-        cands = [r for r in self.jobs.running.values()
-                 if self._may_preempt(rec, r) and now - self.rec[r.idx].started
-                 >= self._exempt_s(r) and self._mode(r) != "OFF"]
-        if not cands:
-            return False
-        cands.sort(key=lambda r: (-self.rec[r.idx].started, -r.idx))
-        s = self.state
-        free = self._free_now().astype(np.int64)
-        chosen = []
-        for victim in cands:
-            chosen.append(victim)
-            p = victim.placement
-            if self.conf.memory_whole_node:
-                free[p.nodes] = np.where(s.schedulable()[p.nodes], s.node_gpus[p.nodes], 0)
+            found = self._earliest(run, rec, space, mask, horizon)
+            if found is None:
+                continue
+            t, placement = found
+            counts = (self.state.node_gpus[placement.nodes] if whole_node
+                      else placement.counts)
+            if t == now:
+                self._start(run, rec, placement)
+                self.counters["backfill_started"] += 1
+                self.s.counters["backfilled"] += 1
             else:
-                np.add.at(free, p.nodes, p.counts)
-            placement = self._choose(run, rec, free, mask)
-            if placement is not None:
-                break
-        else:
-            return False
-        used = set(placement.nodes.tolist())
-        victims = [v for v in chosen if used & set(v.placement.nodes.tolist())]
-        for v in victims:
-            self._evict(v, by=run)
-        return bool(victims)
+                self.counters["reservations"] += 1
+                if run.reserved_start is None:
+                    run.reserved_start = t
+            space.reserve(t, rec.limit, placement.nodes, counts)
 
-    def _evict(self, victim: JobRun, *, by: JobRun) -> None:
-        mode = self._mode(victim)
-        reason = f"preempted by {by.spec.name} ({mode})"
-        if mode == "CANCEL":
-            self.jobs.cancel(victim)
-            self.ctx.log("preempt", f"{victim.spec.name} {reason}", job=victim.spec.name)
-            return
-        self.jobs.preempt(victim, reason=reason)
-        # REQUEUE (and SUSPEND, modelled as REQUEUE): the batch script runs again from its
-        # start, eligible after the credential's lifetime, as a newly submitted job
-        self.jobs.restart_from_scratch(victim)
-        self.counters["requeued"] += 1
-        rec = self.rec[victim.idx]
-        now = self.ctx.now
-        rec.submit = now
-        rec.eligible = now + self.conf.cred_expire_s + 1.0
-        rec.key = None
-        rec.prio = self._priority(victim, rec, waited_s=0.0)
-        self._wake(rec.eligible)
+    def _earliest(self, run: JobRun, rec: _Job, space: NodeSpace, mask: np.ndarray,
+                  horizon: float) -> tuple[float, Placement] | None:
+        """The earliest slot (up to ``horizon``) where ``run`` fits for its whole time limit,
+        and the nodes it would take there; ``None`` if none does."""
+        s = self.state
+        need = self._need(rec)
+        whole, rem = run.gpus // rec.per, run.gpus % rec.per
+        full = space.fits(need, rec.limit) & mask
+        part = (space.fits(need if self.conf.memory_whole_node else np.full_like(need, rem),
+                           rec.limit) & mask) if rem else None
+        times = space.times
+        best = None
+        for m in run.models:
+            ok = full & s.model_mask[m]
+            good = ok.sum(axis=1) >= whole
+            if rem:
+                good &= (part & s.model_mask[m]).sum(axis=1) >= whole + 1
+            hits = np.flatnonzero(good)
+            if hits.size and times[hits[0]] <= horizon and (best is None or hits[0] < best[0]):
+                best = (int(hits[0]), m)
+        if best is None:
+            return None
+        k, m = best
+        # the slot's fitting nodes as free counts, for the same choice as a start now
+        free = np.where(full[k], need, 0)
+        if rem:
+            free = np.where(part[k] & ~full[k], rem if not self.conf.memory_whole_node
+                            else need, free)
+        placement = self.choose(run, rec, free, mask & s.model_mask[m])
+        return None if placement is None else (times[k], placement)

@@ -78,6 +78,22 @@ class NodeSpace:
                else int(np.searchsorted(self.times, t + duration, side="left")))
         return self.free[k:max(end, k + 1)].min(axis=0)
 
-    def starts(self, until: float):
-        """Candidate start times: now and every later slot start up to ``until``."""
-        return [t for t in self.times if t <= until]
+    def fits(self, need: np.ndarray, duration: float) -> np.ndarray:
+        """Slots x nodes: whether the node has ``need[node]`` GPUs free over the whole of
+        ``[slot start, slot start + duration)`` (a job starting at that slot fits there).
+
+        >>> space = NodeSpace(0.0, np.array([8, 0]), resolution=1.0)
+        >>> space.release(10.0, np.array([1]), np.array([8]))
+        >>> space.fits(np.array([8, 8]), 5.0).tolist()
+        [[True, False], [True, True]]
+        """
+        times = np.asarray(self.times)
+        k = len(times)
+        bad = self.free < need[None, :]
+        first_bad = np.where(bad, np.arange(k)[:, None], k)
+        first_bad = np.minimum.accumulate(first_bad[::-1], axis=0)[::-1]
+        if math.isfinite(duration):
+            end = np.searchsorted(times, times + duration - 1e-9, side="left")
+        else:
+            end = np.full(k, k)
+        return first_bad >= end[:, None]

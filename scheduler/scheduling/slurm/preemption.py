@@ -1,0 +1,98 @@
+"""Slurm's preemption for the ``slurm`` policy: whom a job may evict and how.
+
+``preempt/qos``: a job may evict running jobs whose QOS its QOS lists in ``Preempt``;
+``preempt/partition_prio``: jobs of partitions of a lower ``PriorityTier``.  Victims must have
+run ``PreemptExemptTime`` (the QOS's, else the cluster's); the youngest go first, and only
+those on the nodes the job then takes are evicted.  ``PreemptMode`` (the QOS's, the
+partition's, else the cluster's): ``REQUEUE`` runs the victim again from its start after its
+batch credential expires (``cred_expire + 1`` s, with a new submit time and age: slurmctld's
+``job_requeue``), ``CANCEL`` ends it, ``OFF`` protects it.  ``m`` is the
+:class:`~scheduler.scheduling.slurm.mechanics.SlurmMechanics` of the scheduler.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.model.job_run import JobRun
+
+
+def may_preempt(m, rec, other: JobRun) -> bool:
+    """Whether the job of record ``rec`` may evict running ``other``."""
+    orec = m.rec.get(other.idx)
+    if orec is None:
+        return False
+    if m.conf.preempt_type == "preempt/qos":
+        return other.spec.qos in rec.preempts
+    return orec.tier < rec.tier
+
+
+def exempt_s(m, other: JobRun) -> float:
+    """How long ``other`` must have run before it may be preempted, s."""
+    q = m.conf.qos.get(other.spec.qos)
+    if q is not None and q.preempt_exempt_time_s is not None:
+        return q.preempt_exempt_time_s
+    return m.conf.preempt_exempt_time_s
+
+
+def mode_of(m, other: JobRun) -> str:
+    """``other``'s PreemptMode: its QOS's, its partition's, else the cluster's."""
+    q = m.conf.qos.get(other.spec.qos)
+    if q is not None and q.preempt_mode:
+        return q.preempt_mode
+    part = next((p for p in m.conf.partitions if p.name == m.rec[other.idx].part),
+                None)
+    return (part.preempt_mode if part and part.preempt_mode else m.conf.preempt_mode)
+
+
+def preempt_for(m, run: JobRun, rec, mask: np.ndarray) -> bool:
+    """Evict, youngest first, the fewest preemptable jobs whose nodes let ``run`` start;
+    ``False`` (nobody evicted) if even all of them would not."""
+    now = m.ctx.now
+    cands = [r for r in m.jobs.running.values()
+             if may_preempt(m, rec, r) and now - m.rec[r.idx].started
+             >= exempt_s(m, r) and mode_of(m, r) != "OFF"]
+    if not cands:
+        return False
+    cands.sort(key=lambda r: (-m.rec[r.idx].started, -r.idx))
+    s = m.state
+    free = m.free_now().astype(np.int64)
+    chosen = []
+    for victim in cands:
+        chosen.append(victim)
+        p = victim.placement
+        if m.conf.memory_whole_node:
+            free[p.nodes] = np.where(s.schedulable()[p.nodes], s.node_gpus[p.nodes], 0)
+        else:
+            np.add.at(free, p.nodes, p.counts)
+        placement = m.choose(run, rec, free, mask)
+        if placement is not None:
+            break
+    else:
+        return False
+    used = set(placement.nodes.tolist())
+    victims = [v for v in chosen if used & set(v.placement.nodes.tolist())]
+    for v in victims:
+        evict(m, v, by=run)
+    return bool(victims)
+
+
+def evict(m, victim: JobRun, *, by: JobRun) -> None:
+    """Preempt ``victim`` for ``by`` as its PreemptMode says."""
+    mode = mode_of(m, victim)
+    reason = f"preempted by {by.spec.name} ({mode})"
+    if mode == "CANCEL":
+        m.jobs.cancel(victim)
+        m.ctx.log("preempt", f"{victim.spec.name} {reason}", job=victim.spec.name)
+        return
+    # REQUEUE (and SUSPEND, modelled as REQUEUE): the batch script runs again from its
+    # start, eligible after the credential's lifetime, as a newly submitted job
+    rec = m.rec[victim.idx]
+    now = m.ctx.now
+    rec.submit = now
+    rec.eligible = now + m.conf.cred_expire_s + 1.0
+    rec.prio = m.priority_of(victim, rec, waited_s=0.0)
+    m.jobs.preempt(victim, reason=reason)  # back in the queue with the record above
+    m.jobs.restart_from_scratch(victim)
+    m.counters["requeued"] += 1
+    m.wake(rec.eligible)
