@@ -193,8 +193,13 @@ def test_a_requeued_job_waits_for_its_credential_to_expire():
 
 def test_preempt_exempt_time_protects_young_jobs():
     """PreemptExemptTime=00:00:30: j0 started at 0 s may not be preempted before 30 s, so
-    j1 (arriving at 20 s) starts at 30 s."""
+    j1 (arriving at 20 s) starts at the main scheduler's first periodic run from then on:
+    at 30 s with sched_interval=10, at 60 s with the default 60."""
     conf = PREEMPT + "PreemptExemptTime=00:00:30\n"
+    e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
+                   job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
+    assert starts(e)["j1"] == 60.0
+    conf = conf + "SchedulerParameters=bf_interval=1,bf_resolution=1,sched_interval=10\n"
     e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
                    job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
     assert starts(e)["j1"] == 30.0

@@ -111,6 +111,7 @@ class SlurmConf:
     bf_max_job_user: int = 0
     bf_continue: bool = False
     default_queue_depth: int = 100
+    sched_interval_s: float = 60.0
     preempt_type: str = "preempt/none"
     preempt_mode: str = "OFF"
     preempt_exempt_time_s: float = 0.0
@@ -176,10 +177,10 @@ _WEIGHTS = {"priorityweightage": "age", "priorityweightfairshare": "fairshare",
             "priorityweightqos": "qos", "priorityweightassoc": "assoc"}
 
 _SCHED_PARAMS = {"bf_interval", "bf_window", "bf_resolution", "bf_max_job_test",
-                 "bf_max_job_user", "bf_continue", "default_queue_depth"}
+                 "bf_max_job_user", "bf_continue", "default_queue_depth", "sched_interval"}
 """SchedulerParameters the twin applies; others are listed as not modelled."""
 _SCHED_INERT = {"bf_yield_interval", "bf_yield_sleep", "max_rpc_cnt", "sched_min_interval",
-                "bf_max_time", "max_sched_time", "sched_interval"}
+                "bf_max_time", "max_sched_time"}
 """SchedulerParameters about slurmctld's own locking and pacing (no effect on the order)."""
 
 _PREEMPT_TYPES = ("preempt/none", "preempt/partition_prio", "preempt/qos")
@@ -337,7 +338,7 @@ def _sched_params(value: str, kw: dict, unmodelled: list[str]) -> None:
         name = name.lower()
         if name == "bf_continue":
             kw["bf_continue"] = True
-        elif name in ("bf_interval", "bf_resolution"):
+        elif name in ("bf_interval", "bf_resolution", "sched_interval"):
             kw[f"{name}_s"] = float(_int(arg, name, at_least=1))
         elif name == "bf_window":
             kw["bf_window_s"] = 60.0 * _int(arg, name, at_least=1)

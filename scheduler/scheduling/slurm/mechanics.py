@@ -3,7 +3,8 @@ partitions, priorities, preemption and requeue, over the twin's cluster state.
 
 What runs when, as slurmctld 22.05 does it (``docs/scheduling.md`` has the sources):
 
-* **Main scheduler** (``schedule()``) after every instant in which a job arrived or ended:
+* **Main scheduler** (``schedule()``) after every instant in which a job arrived or ended,
+  and every ``sched_interval`` while jobs wait:
   pending jobs in order (a job that may preempt the other first, then partition
   ``PriorityTier``, priority, submit time, job id), at most ``default_queue_depth`` of them.
   A job that cannot start marks its partition failed: no later job of that partition starts,
@@ -82,7 +83,11 @@ class SlurmMechanics:
         self.accounted: dict[int, float] = {}  # started jobs -> usage booked up to then
         self.bf_at = 0.0  # next backfill cycle
         self._wakes: set[float] = set()
-        self.counters = {"main_passes": 0, "backfill_cycles": 0, "backfill_tested": 0,
+        self._eligible_at: set[float] = set()  # times requeued jobs become eligible
+        self.epoch = 0  # bumped when priorities or eligibility change
+        self._bf_seen = None  # the signature the last backfill cycle saw
+        self.counters = {"main_passes": 0, "backfill_cycles": 0, "backfill_skipped": 0,
+                         "backfill_tested": 0,
                          "backfill_started": 0, "requeued": 0, "timeouts": 0,
                          "reservations": 0}
         warning = conf.warning()
@@ -201,6 +206,7 @@ class SlurmMechanics:
         self.order = SortedList()
         for run in list(self.jobs.queue.values()):
             self.on_queue(run, True)
+        self.epoch += 1
 
     def _key(self, rec: _Job, run: JobRun) -> tuple:
         preemptor = len(rec.preempts) if self.conf.preempt_type == "preempt/qos" else 0
@@ -240,14 +246,29 @@ class SlurmMechanics:
                 self.conf.calc_period_s
         preempted = self._main()
         if self.conf.backfill and now >= self.bf_at and not preempted:
-            self._backfill()
+            # slurmctld's backfill agent runs a cycle only if jobs, nodes or partitions
+            # changed since its last one (backfill.c, _more_work)
+            if self._signature() != self._bf_seen:
+                self._backfill()
+                self._bf_seen = self._signature()
+            else:
+                self.counters["backfill_skipped"] += 1
             self.bf_at = (math.floor(now / self.conf.bf_interval_s) + 1) * \
                 self.conf.bf_interval_s
         if self.order:
-            self.wake(self.bf_at if self.conf.backfill else math.inf)
+            # the main scheduler also runs every sched_interval (slurmctld's background loop)
+            self.wake((math.floor(now / self.conf.sched_interval_s) + 1)
+                      * self.conf.sched_interval_s)
+            if self.conf.backfill and self._signature() != self._bf_seen:
+                self.wake(self.bf_at)
             if self.conf.multifactor:
                 self.wake(self.calc_at)
         return preempted
+
+    def _signature(self) -> tuple:
+        """What a backfill cycle's outcome depends on: the allocation, the queue, the
+        priorities and which queued jobs are eligible."""
+        return (self.state.version, self.jobs.queue_version, self.epoch)
 
     def wake(self, t: float) -> None:
         if math.isfinite(t) and t > self.ctx.now and t not in self._wakes:
@@ -259,6 +280,9 @@ class SlurmMechanics:
         time limit (``("timeout", run index, its start)``)."""
         if payload[0] == "slurm-wake":
             self._wakes.discard(payload[1])
+            if payload[1] in self._eligible_at:  # a requeued job may start again
+                self._eligible_at.discard(payload[1])
+                self.epoch += 1
         elif payload[0] == "timeout":
             run = self.jobs.runs[payload[1]]
             rec = self.rec.get(run.idx)
@@ -272,6 +296,7 @@ class SlurmMechanics:
         if run.state != QUEUED:
             return False
         if rec.eligible > self.ctx.now:
+            self._eligible_at.add(rec.eligible)
             self.wake(rec.eligible)
             return False
         return True
@@ -323,7 +348,6 @@ class SlurmMechanics:
         if math.isfinite(rec.limit):
             self.ctx.schedule(self.ctx.now + rec.limit, Kind.BACKFILL,
                               ("timeout", run.idx, rec.started))
-        self.s.counters["placement_decisions"] += 1
 
     def _main(self) -> bool:
         self.counters["main_passes"] += 1
@@ -384,6 +408,7 @@ class SlurmMechanics:
             space.release(max(now + conf.bf_resolution_s, rec.started + limit), p.nodes,
                           counts)
         per_user: dict[str, int] = {}
+        nowhere: set[tuple] = set()
         tested = 0
         horizon = now + conf.bf_window_s
         for idx in self._walk():
@@ -401,9 +426,15 @@ class SlurmMechanics:
                 break
             self.counters["backfill_tested"] += 1
             self.s.counters["placement_decisions"] += 1
+            # the plan only fills up during a cycle: a job of a shape that found no start
+            # in it finds none either (its test is counted, as Slurm counts it)
+            shape = (run.gpus, rec.per, rec.limit, rec.part, run.models)
+            if shape in nowhere:
+                continue
             mask = self.state.schedulable() & self.part_mask.get(rec.part, True)
             found = self._earliest(run, rec, space, mask, horizon)
             if found is None:
+                nowhere.add(shape)
                 continue
             t, placement = found
             counts = (self.state.node_gpus[placement.nodes] if whole_node
