@@ -3,12 +3,15 @@
 Targets: under 120 s with neither failures nor physics, under 150 s with the failure engine
 on, under 180 s with physics on (issues 3, 4, 5); with both on, under 30 s (issue 11).
 Run: .venv/bin/python -m bench.simulate [--preset hyperscale-100k] [--days 30] [--seed 0]
-     [--failures on|off] [--physics on|off]
-Needs no Django and writes nothing; prints wall-clock seconds and the run's key figures.
+     [--failures on|off] [--physics on|off] [--trace PATH] [--policy slurm --slurm-conf PATH]
+     [--job-log PATH]
+Needs no Django and writes nothing but the job log; prints wall-clock and CPU seconds
+(``time.process_time``: this shared machine's wall time varies) and the run's key figures.
 """
 
 import argparse
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -29,7 +32,14 @@ def main() -> None:
     parser.add_argument("--placement", default=None)
     parser.add_argument("--failures", choices=("on", "off"), default="on")
     parser.add_argument("--physics", choices=("on", "off"), default="on")
+    parser.add_argument("--trace", help="replay a trace (Philly, openb or Slurm CSV, or a sacct "
+                                        "--json export) instead of the preset's workload")
+    parser.add_argument("--slurm-conf", help="the slurm.conf --policy slurm schedules by")
+    parser.add_argument("--job-log", help="write job_id,submit_s,start_s,end_s,gpus,nodes here")
     args = parser.parse_args()
+    extra = {k: v for k, v in (("trace", args.trace), ("slurm_conf", args.slurm_conf))
+             if v is not None}
+    cpu0 = time.process_time()
 
     with tqdm(total=args.days, unit="day", file=sys.stderr, disable=None,
               bar_format="{l_bar}{bar}| {n:.1f}/{total:g} days [{elapsed}]") as bar:
@@ -40,9 +50,14 @@ def main() -> None:
                   placement=args.placement, failures=args.failures == "on",
                   checkpoint_interval="auto", physics=args.physics == "on")
         if hasattr(simulate, "Scenario"):
-            _, r = simulate.run_scenario(simulate.Scenario(**kw), progress=progress)
+            engine, r = simulate.run_scenario(simulate.Scenario(**kw, **extra),
+                                              progress=progress)
         else:  # commits before the Scenario dataclass (bench.side_by_side runs them)
-            _, r = simulate.run_scenario(**kw, progress=progress)
+            engine, r = simulate.run_scenario(**kw, progress=progress)
+    cpu_s = time.process_time() - cpu0
+    if args.job_log:
+        from scheduler.job_log import write_job_log
+        write_job_log(engine, args.job_log)
 
     sc, jobs, sched = r["scenario"], r["jobs"], r["scheduler"]
     hours = r["ledger_gpu_hours"]
@@ -59,6 +74,7 @@ def main() -> None:
                     f"{hours['exposed_communication']:,.0f} GPU-h, data stall "
                     f"{hours['data_stall']:,.0f} GPU-h, throttled {hours['throttled']:,.0f} GPU-h"),
         ("wall seconds", f"{r['wall_seconds']:.1f}"),
+        ("CPU seconds", f"{cpu_s:.1f}"),
         ("simulated days per wall second", f"{sc['days'] / max(r['wall_seconds'], 1e-9):.2f}"),
         ("GPU-hours booked / expected", f"{total:,.0f} / {sc['gpus'] * sc['days'] * 24:,.0f}"),
         ("productive share", f"{100 * hours['productive'] / total:.2f} %"),

@@ -1,4 +1,4 @@
-"""One batch run: a preset's cluster and workload (or a replayed trace), run for some days.
+"""One batch run: a preset's (or a given) cluster and workload (or a replayed trace), for some days.
 
 This is what ``manage.py simulate`` and ``bench/simulate.py`` call; it needs no Django.  The
 workload draws from the seed's ``workload`` stream (:mod:`scheduler.sim.streams`), a child of
@@ -31,6 +31,7 @@ from scheduler.reliability.profiles import PROFILES, load_profile
 from scheduler.report import build_report
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
+from scheduler.scheduling.slurm.conf import read_slurm_conf
 from scheduler.sim import Streams
 from scheduler.workload.jobs import Workload
 from scheduler.workload.scenarios import (
@@ -63,6 +64,8 @@ def _failure_profile(name: str, value) -> None:
 def _path(name: str, value) -> None:
     if not isinstance(value, str | os.PathLike):
         raise ValueError(f"{name} must be a file's path, not {value!r}")
+    if not Path(value).is_file():
+        raise ValueError(f"{name} file {os.fspath(value)!r} does not exist or is not a file")
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class _Rule:
 
 _SECONDS = {"bound": RESTART_PART}
 _RULES: dict[str, _Rule] = {
-    "preset": _Rule(checks.choice, {"known": PRESETS}),
+    "preset": _Rule(checks.choice, {"known": PRESETS}, optional=True),
     "days": _Rule(checks.number, {"above": 0, "at_most": MAX_DAYS,
                                   "expect": f"a finite number > 0 and <= {MAX_DAYS:g}"}),
     "seed": _Rule(checks.integer, {"at_least": 0}),
@@ -109,6 +112,7 @@ _RULES: dict[str, _Rule] = {
     "failure_profile": _Rule(_failure_profile, label="failure profile"),
     "power_cap": _Rule(checks.within, {"bound": POWER_CAP}, label="power cap", optional=True),
     "trace": _Rule(_path, optional=True),
+    "slurm_conf": _Rule(_path, label="slurm.conf", optional=True),
 }
 """How each :class:`Scenario` field is checked, in the order the checks run."""
 
@@ -121,8 +125,9 @@ class Scenario:
 
     Parameters
     ----------
-    preset : str
+    preset : str or None
         A name of :data:`scheduler.presets.PRESETS`: the cluster, and its default workload.
+        ``None`` runs the cluster given to :meth:`engine` (``plan``) with ``trace``'s jobs.
     days : float
         Simulated time to run, days (0 < days <= :data:`MAX_DAYS`).
     seed : int
@@ -133,9 +138,10 @@ class Scenario:
     gpus : int, optional
         Scale the preset's cluster, and its workload with it, to about this many GPUs.
     trace : path, optional
-        A Philly or Alibaba openb CSV (see :func:`~scheduler.workload.traces.read_trace`); its
-        jobs replace the preset's workload, services included.  Durations are replayed as
-        compute time on the cluster's first accelerator model.
+        A Philly, Alibaba openb or Slurm CSV, or a ``sacct --json`` export (see
+        :func:`~scheduler.workload.traces.read_trace`); its jobs replace the preset's workload,
+        services included.  Durations are replayed as compute time on the cluster's first
+        accelerator model.
     placement : str, optional
         Override the policy's placement strategy: one of
         :data:`scheduler.scheduling.placement.STRATEGIES`.
@@ -173,6 +179,10 @@ class Scenario:
     power_cap : float, optional
         Cap every rack at this fraction of its power budget from the start (in
         :data:`~scheduler.limits.bounds.POWER_CAP`; needs ``physics``).
+    slurm_conf : path, optional
+        A cluster's ``slurm.conf`` (or ``scontrol show config``'s output), read by
+        :func:`scheduler.scheduling.slurm.conf.read_slurm_conf` and given to the engine: what
+        ``policy="slurm"`` schedules by.  That policy needs one; no other policy reads it.
 
     Examples
     --------
@@ -205,6 +215,8 @@ class Scenario:
     warmup_s: float | None = None
     # a power cap on every rack from the start (a fraction of each rack's budget; issue 17)
     power_cap: float | None = None
+    # the cluster's own scheduler configuration (issue 25)
+    slurm_conf: str | os.PathLike | None = None
 
     def __post_init__(self):
         for name, rule in _RULES.items():
@@ -217,6 +229,7 @@ class Scenario:
                 raise ScenarioError(str(exc)) from None
         self._power_cap_needs_physics()
         self._trace_is_replayed_as_it_is()
+        self._slurm_policy_has_its_conf()
 
     def _power_cap_needs_physics(self) -> None:
         if self.power_cap is not None and not self.physics:
@@ -225,25 +238,36 @@ class Scenario:
     def _trace_is_replayed_as_it_is(self) -> None:
         if self.trace is not None and self.load != 1.0:
             raise ScenarioError("load scales a preset's workload; a trace is replayed as it is")
-        if self.trace is not None and not Path(self.trace).is_file():
-            raise ScenarioError(f"trace file {os.fspath(self.trace)!r} does not exist or is "
-                                "not a file")
+        if self.preset is None and self.trace is None:
+            raise ScenarioError("a scenario needs a workload: a preset's or a trace's")
+
+    def _slurm_policy_has_its_conf(self) -> None:
+        if self.policy == "slurm" and self.slurm_conf is None:
+            raise ScenarioError("policy 'slurm' schedules by a cluster's slurm.conf: give "
+                                "slurm_conf (simulate --slurm-conf PATH)")
+        if self.slurm_conf is not None and self.policy != "slurm":
+            raise ScenarioError(f"a slurm.conf is read by policy 'slurm' only, not by "
+                                f"{self.policy!r}")
 
     def engine(self, plan: ClusterPlan | None = None) -> tuple[Engine, dict]:
         """Build the engine at time 0, with the report's ``scenario`` description.
 
         ``plan`` runs that cluster (the live twin passes the inventory's) instead of the
-        preset's; the preset then only gives the workload, scaled to the plan's GPUs.
+        preset's; the preset then only gives the workload, scaled to the plan's GPUs (none
+        needed with a trace).
 
-        Raises :class:`ScenarioError` for a fabric the preset cannot take and
+        Raises :class:`ScenarioError` for a fabric the preset cannot take, a scenario with
+        neither preset nor plan, or a slurm.conf that cannot be read, and
         :class:`~scheduler.workload.traces.TraceError` (file and line named) for a bad trace.
         """
         seed = int(self.seed)
+        given = plan
         if plan is not None:
-            _, scale = scaled_preset(self.preset, plan.n_gpus)
+            scale = 1.0 if self.preset is None else scaled_preset(self.preset, plan.n_gpus)[1]
         else:
             plan, scale = self.plan()
-        scenario: dict = {"preset": self.preset, "days": self.days,
+        scenario: dict = {"preset": self.preset, "cluster": None if given is None else plan.name,
+                          "days": self.days,
                           "gpus_requested": self.gpus, "trace": None, "trace_source": None,
                           "load": self.load, "physics_max_tick_s": self.physics_max_tick_s,
                           "failure_profile": self.failure_profile}
@@ -254,14 +278,20 @@ class Scenario:
         else:
             workload = _trace_workload(self.trace, reference_model=plan.models[0].name)
             scenario.update(trace=Path(self.trace).name, trace_source=workload.source,
-                            trace_jobs_in_file=workload.meta.get("jobs_in_file"))
+                            trace_jobs_in_file=workload.meta.get("jobs_in_file"),
+                            trace_skipped={k.removeprefix("skipped_"): v
+                                           for k, v in workload.meta.items()
+                                           if k.startswith("skipped_") and v})
+        if self.slurm_conf is not None:
+            scenario["slurm_conf"] = Path(self.slurm_conf).name
         engine = Engine(plan, workload, seed=seed, policy=self.policy,
                         placement=self.placement, failures=self.failures,
                         checkpoint_interval=self.engine_interval(), recovery=self.recovery,
                         spares=self.spares, physics=self.physics,
                         physics_max_tick_s=self.physics_max_tick_s,
                         restart=self.restart_times(),
-                        failure_modes=load_profile(self.failure_profile).modes)
+                        failure_modes=load_profile(self.failure_profile).modes,
+                        **slurm_engine_options(self.slurm_conf))
         if self.power_cap is not None:  # in force from the physics' first tick, as the
             # rest of the power model: both arms of a study are sampled over the same period
             engine.physics.power.cap_all(float(self.power_cap))
@@ -272,8 +302,11 @@ class Scenario:
         """The preset's cluster at the asked size and fabric, and the workload's scale.
 
         Raises :class:`ScenarioError` for a fabric or oversubscription the cluster cannot
-        build (a study checks every arm with this before any run starts).
+        build (a study checks every arm with this before any run starts), and for a scenario
+        without a preset (its cluster is given to :meth:`engine`).
         """
+        if self.preset is None:
+            raise ScenarioError("a scenario without a preset runs a given cluster (a plan)")
         spec, scale = scaled_preset(self.preset, None if self.gpus is None else int(self.gpus))
         try:
             return refabric(spec, self.fabric, self.oversubscription).plan(), scale
@@ -296,8 +329,9 @@ class Scenario:
     def options(self) -> dict:
         """The fields as a plain dict (for a report or a study's arm)."""
         out = asdict(self)
-        if out["trace"] is not None:
-            out["trace"] = os.fspath(out["trace"])
+        for name in ("trace", "slurm_conf"):
+            if out[name] is not None:
+                out[name] = os.fspath(out[name])
         return out
 
 
@@ -309,7 +343,24 @@ def _trace_workload(trace: str | os.PathLike, *, reference_model: str) -> Worklo
         raise ScenarioError(f"trace file {Path(trace).name!r} is not UTF-8 text") from None
 
 
-def run_scenario(scenario: Scenario, *,
+def slurm_engine_options(path: str | os.PathLike | None) -> dict:
+    """What the engine is given for a ``slurm.conf``: ``{"slurm_conf": SlurmConf}`` (read by
+    :func:`scheduler.scheduling.slurm.conf.read_slurm_conf`), nothing without one.
+
+    Raises :class:`ScenarioError`, one line naming the file, line and key, for a
+    configuration that cannot be read.
+    """
+    if path is None:
+        return {}
+    try:
+        return {"slurm_conf": read_slurm_conf(path)}
+    except UnicodeDecodeError:
+        raise ScenarioError(f"slurm.conf {Path(path).name!r} is not UTF-8 text") from None
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+
+
+def run_scenario(scenario: Scenario, *, plan: ClusterPlan | None = None,
                  progress: Callable[[float], None] | None = None) -> tuple[Engine, dict]:
     """Run ``scenario`` for its days of simulated time; return the engine and its report.
 
@@ -317,6 +368,9 @@ def run_scenario(scenario: Scenario, *,
     ----------
     scenario : Scenario
         What to run.
+    plan : ClusterPlan, optional
+        Run this cluster instead of the preset's (``simulate --cluster``: the inventory's);
+        see :meth:`Scenario.engine`.
     progress : callable, optional
         Called now and then with the simulated time reached, s.
 
@@ -334,7 +388,7 @@ def run_scenario(scenario: Scenario, *,
     (512, 'default', 4320.0)
     """
     started = time.perf_counter()
-    engine, description = scenario.engine()
+    engine, description = scenario.engine(plan=plan)
     engine.run_until(scenario.days * 86400.0, progress=progress)
     report = build_report(engine, scenario=description,
                           wall_seconds=time.perf_counter() - started)

@@ -171,10 +171,11 @@ class _Checker:
             self.fail(path + ("seed",), f"seed cannot be set in {what}: a study's seeds come "
                                         "from 'seeds'")
         out = dict(self.fields(path, value, SCENARIO_FIELDS, what))
-        trace = out.get("trace")
-        if isinstance(trace, str) and self.base_dir is not None \
-                and not os.path.isabs(trace):
-            out["trace"] = str((self.base_dir / trace).resolve())
+        for name in ("trace", "slurm_conf"):  # files: relative to the spec's folder
+            given = out.get(name)
+            if isinstance(given, str) and self.base_dir is not None \
+                    and not os.path.isabs(given):
+                out[name] = str((self.base_dir / given).resolve())
         return out
 
     def seeds(self, data: dict) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
 """Readers that replay real public GPU-cluster traces as the twin's training jobs.
 
-Two formats are recognised by their CSV header line:
+Two public formats are recognised by their CSV header line (a Slurm cluster's own history, as
+a plain CSV or a ``sacct --json`` export, is read by :mod:`scheduler.workload.trace_slurm`):
 
 * **Philly** (``timestamp,duration,num_gpus,gpu_time,cluster``): 82,247 jobs from Microsoft's
   Philly cluster, 2017.  Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN
@@ -57,12 +58,16 @@ class TraceError(ValueError):
 def read_trace(path: str | os.PathLike, *, reference_model: str = "H100-SXM",
                limit: int | None = None, start_offset: bool = True,
                default_duration_s: float = 3600.0) -> Workload:
-    """Read a Philly or Alibaba openb trace into a :class:`~scheduler.workload.jobs.Workload`.
+    """Read a Philly, Alibaba openb or Slurm trace into a :class:`~.jobs.Workload`.
 
     Parameters
     ----------
     path : str or path-like
-        CSV file; its header line selects the format (see :data:`ACCEPTED_HEADERS`).
+        CSV file; its header line selects the format (see :data:`ACCEPTED_HEADERS`, and
+        :data:`~scheduler.workload.trace_slurm.SLURM_CSV_HEADER`: read by
+        :func:`~scheduler.workload.trace_slurm.read_slurm_csv`).  A ``.json`` file, or one
+        whose text opens with ``{``, is a ``sacct --json`` export
+        (:func:`~scheduler.workload.trace_slurm.read_sacct_json`).
     reference_model : str
         Catalog model on which a job's compute time equals its trace duration.
     limit : int, optional
@@ -79,7 +84,8 @@ def read_trace(path: str | os.PathLike, *, reference_model: str = "H100-SXM",
         Jobs with ids ``0..n-1`` in submit order (ties keep file order), one ``Tenant`` per
         tenant with ``quota_gpus=0`` (no guarantee; quotas are assigned later), ``source``
         ``"philly"`` or ``"alibaba-openb"``, and counts of what was skipped or adapted in
-        ``meta``.
+        ``meta``.  A Slurm trace's jobs keep its own ids (``source`` ``"slurm-csv"`` or
+        ``"slurm-sacct"``; ties in submit time by id).
 
     Raises
     ------
@@ -101,23 +107,32 @@ def read_trace(path: str | os.PathLike, *, reference_model: str = "H100-SXM",
     * the 5-column openb form has no times: pods arrive one per :data:`ARRIVAL_INTERVAL_S` in
       file order and last ``default_duration_s`` (``synthetic_times``).
     """
+    from scheduler.workload import trace_slurm  # it reads this module's helpers
+
     path = Path(path)
     model = get(reference_model)
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
+    if trace_slurm.looks_like_sacct(path):
+        return trace_slurm.read_sacct_json(path, reference_model=reference_model, limit=limit,
+                                           start_offset=start_offset)
     meta: dict = {"file": path.name, "reference_model": model.name}
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         header = tuple(c.strip() for c in next(reader, ()))
+        if header == trace_slurm.SLURM_CSV_HEADER:
+            return trace_slurm.read_slurm_csv(path, reference_model=reference_model,
+                                              limit=limit)
         if header == PHILLY_HEADER:
             source, rows = "philly", _philly(reader, path.name)
         elif header in (OPENB_HEADER, OPENB_SHORT_HEADER):
             source = "alibaba-openb"
             rows = _openb(reader, path.name, len(header), default_duration_s, meta)
         else:
-            accepted = "; ".join(",".join(h) for h in ACCEPTED_HEADERS)
+            accepted = "; ".join(",".join(h) for h in (*ACCEPTED_HEADERS,
+                                                          trace_slurm.SLURM_CSV_HEADER))
             raise TraceError(f"{path.name}: unrecognised header {','.join(header)!r}; "
-                             f"accepted headers: {accepted}")
+                             f"accepted headers: {accepted} (or a sacct --json export)")
     meta["jobs_in_file"] = len(rows)
     # The job model needs positive work; a 0 s job becomes the smallest trace unit, 1 s.
     meta["zero_duration_rows"] = sum(1 for r in rows if r[1] == 0)

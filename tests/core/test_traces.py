@@ -136,10 +136,13 @@ def test_unknown_header_is_refused_naming_accepted_formats():
         read_trace(FIXTURES / "unknown_header.csv")
     message = str(caught.value)
     assert "unknown_header.csv" in message
-    accepted = message.split("accepted headers: ")[1].split("; ")
+    accepted = message.split("accepted headers: ")[1].removesuffix(
+        " (or a sacct --json export)").split("; ")
     assert sorted(accepted) == sorted(["timestamp,duration,num_gpus,gpu_time,cluster",
                                        OPENB_HEADER.strip(),
-                                       "name,cpu_milli,memory_mib,num_gpu,gpu_milli"])
+                                       "name,cpu_milli,memory_mib,num_gpu,gpu_milli",
+                                       "job_id,submit_s,duration_s,gpus,gpus_per_node,"
+                                       "partition,qos,user,time_limit_s"])
     assert isinstance(caught.value, ValueError)
 
 

@@ -75,7 +75,8 @@ def test_the_same_seed_gives_the_same_report_and_another_seed_does_not(tmp_path)
 
 @pytest.mark.parametrize("policy", list(REGISTRY))
 def test_every_registered_policy_runs(tmp_path, policy):
-    r = simulate(tmp_path, "--preset", "dev-small", "--days", "0.5", "--policy", policy)
+    conf = ("--slurm-conf", str(TRACES / "slurm_sample.conf")) if policy == "slurm" else ()
+    r = simulate(tmp_path, "--preset", "dev-small", "--days", "0.5", "--policy", policy, *conf)
     assert r["scenario"]["policy"] == policy
     assert sum(r["ledger_gpu_hours"].values()) == pytest.approx(512 * 12.0, rel=1e-6)
     assert r["jobs"]["completed"] > 0

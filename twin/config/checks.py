@@ -24,6 +24,18 @@ def separate_engine_check(app_configs=None, **kwargs) -> list[checks.CheckMessag
     return []
 
 
+@checks.register("clustertwin")
+def live_policy_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """The live twin's policy exists, and the ``slurm`` policy has a slurm.conf it can read."""
+    from twin.live.policy import LivePolicyError, live_policy
+
+    try:
+        live_policy()
+    except LivePolicyError as exc:
+        return [checks.Error(str(exc), hint="See docs/slurm_policy.md.", id="clustertwin.E002")]
+    return []
+
+
 # A deployment check (`manage.py check --deploy`): the single-process `make run` demo uses the
 # in-memory layer with DEBUG off on purpose, and every command would print it otherwise.
 @checks.register("clustertwin", deploy=True)

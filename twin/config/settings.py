@@ -217,6 +217,9 @@ CLUSTERTWIN = {
     # wall seconds between the live engine's looks at the inventory's revision (re-plans)
     "INVENTORY_POLL_S": env_float("CLUSTERTWIN_INVENTORY_POLL_S", 2.0, minimum=0.1),
     "SEED": int(env_float("CLUSTERTWIN_SEED", 0, minimum=0)),
+    # the live twin's scheduling policy (a name of scheduler.scheduling.policies.REGISTRY;
+    # "slurm" schedules by CLUSTERTWIN_SLURM_CONF, see docs/slurm_policy.md)
+    "POLICY": env_str("CLUSTERTWIN_POLICY", "default"),
     # what drives the live state: "simulate" (the engine's own events) or "mirror" (a real
     # cluster: Slurm for nodes and jobs, Prometheus/DCGM for GPU telemetry; see docs/mirror.md)
     "SOURCE": env_str("CLUSTERTWIN_SOURCE", "simulate"),

@@ -23,6 +23,7 @@ from scheduler.snapshot import loads as engine_loads
 from twin.inventory.models import Cluster
 from twin.inventory.replanning import Inventory
 from twin.live.driver_inventory import statuses_apply
+from twin.live.policy import live_policy
 
 logger = logging.getLogger("twin.live.driver")
 
@@ -97,8 +98,10 @@ class EngineHost:
                 logger.exception("live engine: the stored snapshot cannot be loaded; rebuilding")
         if self.fresh is not None:
             return self.fresh()
+        policy = live_policy()  # checked at start-up (clustertwin.E002)
         engine, _ = Scenario(preset=self.preset, days=SCENARIO_DAYS, seed=self.seed,
-                             failures=True, physics=True,
+                             failures=True, physics=True, policy=policy.name,
+                             slurm_conf=policy.slurm_conf_path,
                              failure_profile=self.failure_profile).engine(plan=self.plan)
         # the run's name: its inventory and cluster (a rebuilt look-alike is another twin)
         engine.lineage = f"{self.inventory}:{self.inv.cluster_id}" if self.inv else None

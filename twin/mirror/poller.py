@@ -28,6 +28,7 @@ from scheduler.control.mirror import mirror_hold, observe
 from scheduler.engine import Engine
 from scheduler.workload.jobs import Workload
 from twin import app_setting
+from twin.live.policy import LivePolicyError, live_policy
 
 logger = logging.getLogger("twin.live.driver")
 
@@ -96,10 +97,27 @@ class MirrorPoller:
         inv = self.host.inv
         if inv is None:
             raise MirrorError()
-        engine = Engine(inv.plan, Workload(jobs=()), seed=self.host.seed, physics=True)
+        engine = Engine(inv.plan, Workload(jobs=()), seed=self.host.seed, physics=True,
+                        **self._fork_policy(inv.plan))
         mirror_hold(engine).origin = self.wall()
         engine.lineage = f"mirror:{inv.fingerprint}:{inv.cluster_id}"
         return engine
+
+    @staticmethod
+    def _fork_policy(plan) -> dict:
+        """What the mirror's forks schedule by: the cluster's slurm.conf where it is readable
+        and matches the inventory, else the twin's policy (logged)."""
+        try:
+            policy = live_policy(mirror=True)
+            if policy.slurm_conf is not None and policy.slurm_conf.nodes and len(
+                    policy.slurm_conf.nodes) != plan.n_nodes:
+                raise LivePolicyError(
+                    f"{policy.slurm_conf_path} has {len(policy.slurm_conf.nodes)} nodes, the "
+                    f"inventory {plan.n_nodes}")
+        except LivePolicyError as exc:
+            logger.warning("mirror: forks schedule with the twin's default policy: %s", exc)
+            return {}
+        return {"policy": policy.name, "slurm_conf": policy.slurm_conf}
 
     async def refuse(self, cmd) -> None:
         """Speed, pause and drills act on a simulation; a mirror follows the real clock and

@@ -53,9 +53,10 @@ def spec_check(*, text: str | None = None, data: dict | None = None) -> StudySpe
     except SpecError as exc:
         raise ValidationError(str(exc)) from None
     for arm in spec.arms:  # the web never reads files of the server's by a path it was sent
-        if arm.options.get("trace") is not None:
-            raise ValidationError(f"arm {arm.name!r}: a trace file is read by the command line "
-                                  "(manage.py study run), not from the web")
+        for name, what in (("trace", "a trace file"), ("slurm_conf", "a slurm.conf")):
+            if arm.options.get(name) is not None:
+                raise ValidationError(f"arm {arm.name!r}: {what} is read by the command line "
+                                      "(manage.py study run), not from the web")
         if arm.options.get("failure_profile") not in PROFILES:
             raise ValidationError(f"arm {arm.name!r}: a failure profile file is read by the "
                                   "command line; on the web choose one of "

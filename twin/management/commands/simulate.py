@@ -1,7 +1,10 @@
 """``simulate``: run a preset (or replay a trace) for some days and report where the GPU-hours went.
 
 The run itself is :func:`scheduler.simulate.run_scenario`; this command parses and checks the
-flags, shows progress, prints a summary and writes the JSON report.
+flags, shows progress, prints a summary and writes the JSON report (and the job log).
+``--cluster NAME`` runs a cluster of the inventory database, read through the one adapter
+(:func:`twin.inventory.adapter.cluster_plan_read`, as the live twin reads it) as built: the
+statuses of its nodes are not applied.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import sys
 
 from tqdm import tqdm
 
+from scheduler.job_log import job_log_text
 from scheduler.limits import checks
 from scheduler.presets import PRESETS
 from scheduler.reliability.profiles import PROFILES
@@ -18,7 +22,12 @@ from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
 from scheduler.workload.traces import TraceError
+from twin.inventory.adapter import cluster_plan_read
+from twin.inventory.models import Cluster
 from twin.management.one_line import OneLineCommand, checked, output_path, output_write, refuse
+
+CLUSTERS_LISTED = 20
+"""Most cluster names an unknown ``--cluster``'s message lists."""
 
 
 def _days(raw: str) -> float:
@@ -82,9 +91,13 @@ def _num(value, fmt: str = ",.2f") -> str:
 def summary_lines(r: dict) -> list[str]:
     """The report as readable text (what the command prints)."""
     sc = r["scenario"]
-    source = (f"trace {sc['trace']} ({sc['trace_source']})" if sc.get("trace")
-              else "preset workload")
-    out = [f"{sc['preset']}: {sc['gpus']:,} GPUs on {sc['nodes']:,} nodes, {sc['fabric']} "
+    skipped = "".join(f"; {n:,} skipped: {why.replace('_', ' ')}"
+                      for why, n in (sc.get("trace_skipped") or {}).items())
+    source = (f"trace {sc['trace']} ({sc['trace_source']}{skipped})" if sc.get("trace")
+              else f"{sc['preset']}'s workload" if sc.get("cluster") else "preset workload")
+    if sc.get("slurm_conf"):
+        source += f", {sc['slurm_conf']}"
+    out = [f"{_label(sc)}: {sc['gpus']:,} GPUs on {sc['nodes']:,} nodes, {sc['fabric']} "
            f"fabric; {sc['days']:g} days, seed {sc['seed']}, policy {sc['policy']} "
            f"(placement {sc['placement']}), {source}", ""]
     hours = r["ledger_gpu_hours"]
@@ -154,12 +167,45 @@ def summary_lines(r: dict) -> list[str]:
     return out
 
 
+def _label(sc: dict) -> str:
+    """What ran: ``cluster NAME`` (``--cluster``) or the preset's name."""
+    return f"cluster {sc['cluster']}" if sc.get("cluster") else sc["preset"]
+
+
+def _cluster(name: str) -> Cluster:
+    """The inventory's cluster ``name`` (one line listing the clusters if there is none)."""
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        names = list(Cluster.objects.order_by("name")
+                     .values_list("name", flat=True)[:CLUSTERS_LISTED + 1])
+        known = (", ".join(names[:CLUSTERS_LISTED]) + (", ..." if len(names) > CLUSTERS_LISTED
+                                                       else "")
+                 if names else "none (make one with build_cluster or import_inventory)")
+        raise refuse(f"--cluster {name!r}: no such cluster in the inventory; clusters: {known}")
+    return cluster
+
+
+def _cluster_plan(cluster: Cluster):
+    """The cluster's plan, read as the live twin reads it (one line if it cannot run)."""
+    try:
+        return cluster_plan_read(cluster=cluster)
+    except ValueError as exc:
+        raise refuse(f"--cluster {cluster.name!r}: its inventory cannot run: {exc}") from None
+
+
 class Command(OneLineCommand):
-    help = "Run a preset's cluster and workload (or replay a trace) and report the GPU-hours."
+    help = ("Run a preset's (or the inventory's) cluster and workload (or replay a trace) and "
+            "report the GPU-hours.")
 
     def add_arguments(self, parser):
         # Values are parsed here, not by argparse, so every bad flag is one line and status 2.
-        parser.add_argument("--preset", help=f"one of: {', '.join(PRESETS)} (required)")
+        parser.add_argument("--preset", help=f"one of: {', '.join(PRESETS)} (required "
+                                             "without --cluster)")
+        parser.add_argument("--cluster", metavar="NAME",
+                            help="run this cluster of the inventory database (build_cluster, "
+                                 "import_inventory) instead of a preset's; the workload is "
+                                 "--trace's, else --preset's (default: the cluster's own "
+                                 "preset) scaled to the cluster")
         parser.add_argument("--days", default="1", help="simulated days (default 1)")
         parser.add_argument("--seed", default="0", help="random seed, >= 0 (default 0)")
         parser.add_argument("--policy", default="default",
@@ -168,8 +214,16 @@ class Command(OneLineCommand):
                             help=f"override the policy's placement: {', '.join(STRATEGIES)}")
         parser.add_argument("--gpus", help="scale the preset's cluster and workload to N GPUs")
         parser.add_argument("--trace", metavar="PATH",
-                            help="replay a Philly or Alibaba openb CSV instead of the preset's "
-                                 "workload (the cluster stays the preset's)")
+                            help="replay a trace instead of the preset's workload (the cluster "
+                                 "stays the preset's): a Philly, Alibaba openb or Slurm CSV "
+                                 "(recognised by its header) or a sacct --json export "
+                                 "(a .json file)")
+        parser.add_argument("--slurm-conf", metavar="PATH",
+                            help="the cluster's slurm.conf (or scontrol show config's output), "
+                                 "which --policy slurm schedules by")
+        parser.add_argument("--job-log", metavar="PATH",
+                            help="write job_id,submit_s,start_s,end_s,gpus,nodes of every job "
+                                 "of the run (CSV)")
         parser.add_argument("--failures", default="on", help="on (default) or off: the "
                             "failure-free baseline")
         parser.add_argument("--checkpoint-interval", metavar="{auto,job,SECONDS}",
@@ -202,10 +256,15 @@ class Command(OneLineCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args, **opts):
-        scenario = self._options(opts)
+        cluster = None if opts["cluster"] is None else _cluster(opts["cluster"])
+        scenario = self._options(opts, cluster)
         json_path = output_path("--json", opts["json"])
+        if opts["job_log"] == "-":
+            raise refuse("--job-log needs the path of a file")
+        log_path = output_path("--job-log", opts["job_log"])
+        plan = None if cluster is None else _cluster_plan(cluster)
         bar = tqdm(total=round(scenario.days, 3), unit="day",
-                   desc=f"simulating {scenario.preset}",
+                   desc=f"simulating {cluster.name if cluster else scenario.preset}",
                    file=sys.stderr, disable=None, bar_format="{l_bar}{bar}| {n:.2f}/{total} "
                    "days [{elapsed}<{remaining}]")
 
@@ -215,7 +274,7 @@ class Command(OneLineCommand):
 
         try:
             with bar:
-                _, report = run_scenario(scenario, progress=progress)
+                engine, report = run_scenario(scenario, plan=plan, progress=progress)
         except (ScenarioError, TraceError) as exc:
             raise refuse(str(exc)) from None
         out = self.stderr if self._json_to_stdout else self.stdout
@@ -226,11 +285,25 @@ class Command(OneLineCommand):
                 sys.stdout.write(text)
             else:
                 output_write(json_path, text)
+        if log_path is not None:
+            output_write(log_path, job_log_text(engine))
 
-    def _options(self, opts) -> Scenario:
-        if not opts["preset"]:
-            raise refuse(f"--preset is required; choose one of: {', '.join(PRESETS)}")
-        kw = {"preset": opts["preset"], "days": _days(opts["days"]),
+    def _options(self, opts, cluster: Cluster | None) -> Scenario:
+        preset = opts["preset"]
+        if cluster is not None:
+            for flag in ("gpus", "fabric", "oversubscription"):
+                if opts[flag] is not None:
+                    raise refuse(f"--{flag} shapes a preset's cluster; --cluster runs the "
+                                 "inventory's as it is")
+            preset = preset or (cluster.preset if cluster.preset in PRESETS else None)
+            if preset is None and not opts["trace"]:
+                raise refuse(f"--cluster {cluster.name!r} has no preset's workload: give "
+                             "--trace PATH (its history) or --preset NAME (a preset's "
+                             "workload, scaled to the cluster)")
+        elif not preset:
+            raise refuse(f"--preset is required; choose one of: {', '.join(PRESETS)} (or run "
+                         "a cluster of the inventory with --cluster NAME)")
+        kw = {"preset": preset, "days": _days(opts["days"]),
               "seed": _integer("--seed", opts["seed"], minimum=0),
               "policy": opts["policy"], "placement": opts["placement"],
               "gpus": _integer("--gpus", opts["gpus"], minimum=1), "trace": opts["trace"],
@@ -242,7 +315,8 @@ class Command(OneLineCommand):
               "load": _load(opts["load"]), "failure_profile": opts["failure_profile"],
               "detect_s": _seconds("--detect-s", opts["detect_s"]),
               "reschedule_s": _seconds("--reschedule-s", opts["reschedule_s"]),
-              "warmup_s": _seconds("--warmup-s", opts["warmup_s"])}
+              "warmup_s": _seconds("--warmup-s", opts["warmup_s"]),
+              "slurm_conf": opts["slurm_conf"]}
         try:
             return Scenario(**kw)
         except ScenarioError as exc:
