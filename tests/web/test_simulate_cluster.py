@@ -72,6 +72,18 @@ def test_the_slurm_policy_replays_by_the_given_slurm_conf(tmp_path, rack8, capsy
         [30, 60, 14, 20, 20, 24], abs=1e-6)
 
 
+def test_slurm_conf_keys_the_twin_does_not_model_are_named_in_one_warning(tmp_path, rack8,
+                                                                          capsys):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.read_text() + "FairShareDampeningFactor=3\nPriorityWeightTRES=x\n")
+    simulate(tmp_path, "--cluster", rack8, "--trace", str(SACCT), "--policy", "slurm",
+             "--slurm-conf", str(conf), *QUIET)
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning:")]
+    assert warnings == ["warning: slurm.conf: not modelled by the twin, so not applied: "
+                        "FairShareDampeningFactor, PriorityWeightTRES"]
+
+
 def test_without_a_trace_a_preset_s_workload_is_scaled_to_the_cluster(tmp_path, rack8):
     report, rows = simulate(tmp_path, "--cluster", rack8, "--preset", "dev-small", *QUIET)
     sc = report["scenario"]

@@ -160,17 +160,16 @@ _INERT = {k.lower() for k in (
     "SlurmctldLogFile", "SlurmdLogFile", "SlurmctldDebug", "SlurmdDebug", "SlurmdParameters",
     "ReturnToService", "ProctrackType", "TaskPlugin", "SwitchType", "MpiDefault",
     "JobAcctGatherType", "JobAcctGatherFrequency", "AccountingStorageType",
-    "AccountingStorageHost", "AccountingStoragePort", "AccountingStorageEnforce",
+    "AccountingStorageHost", "AccountingStoragePort",
     "AccountingStorageTRES", "AccountingStoreFlags", "JobCompType", "JobCompLoc", "MailProg",
     "GresTypes", "SelectType", "TopologyPlugin", "KillWait", "InactiveLimit", "MinJobAge",
     "Waittime", "SlurmctldTimeout", "SlurmdTimeout", "MessageTimeout", "TCPTimeout",
     "PluginDir", "Epilog", "Prolog", "PrologFlags", "LaunchParameters", "SrunPortRange",
     "DebugFlags", "HealthCheckProgram", "HealthCheckInterval", "MaxJobCount", "FirstJobId",
     "SlurmctldParameters", "CommunicationParameters", "TreeWidth", "AuthAltTypes",
-    "JobCompHost", "JobCompPort", "JobCompUser", "JobCompPass", "Include", "DefCpuPerGPU",
-    "CpuFreqDef", "AcctGatherNodeFreq", "SchedulerTimeSlice", "OverTimeLimit",
-    "NodeName", "PartitionName", "PriorityWeightTRES", "PriorityUsageResetPeriod",
-    "PriorityFavorSmall", "AuthInfo")}
+    "JobCompHost", "JobCompPort", "JobCompUser", "JobCompPass",
+    "CpuFreqDef", "AcctGatherNodeFreq", "SchedulerTimeSlice", "NodeName", "PartitionName",
+    "AuthInfo")}
 
 _WEIGHTS = {"priorityweightage": "age", "priorityweightfairshare": "fairshare",
             "priorityweightjobsize": "jobsize", "priorityweightpartition": "partition",

@@ -277,6 +277,9 @@ class Command(OneLineCommand):
                 engine, report = run_scenario(scenario, plan=plan, progress=progress)
         except (ScenarioError, TraceError) as exc:
             raise refuse(str(exc)) from None
+        for line in engine.kernel.events:  # e.g. slurm.conf keys the twin does not model
+            if line["kind"] == "config":
+                self.stderr.write(f"warning: {line['text']}")
         out = self.stderr if self._json_to_stdout else self.stdout
         out.write("\n".join(summary_lines(report)))
         if opts["json"]:
