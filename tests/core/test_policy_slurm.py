@@ -2,6 +2,9 @@
 
 Every case runs a handful of jobs on 4 nodes of 8 GPUs with physics and failures off, so a
 job runs exactly its duration; the expected starts are worked out by hand in each docstring.
+slurmctld never starts a batch job at its submission: the background loop or the backfill
+agent does, at their next poll, half a second later here (``TICK_PHASE_S``; submissions are
+on whole seconds); a job's end starts the next job at once.
 """
 
 from __future__ import annotations
@@ -61,21 +64,22 @@ def test_backfill_fills_a_hole_only_with_jobs_that_delay_no_reservation():
     """j0 holds 16 GPUs for 100 s (limit 120).  j1 wants all 32: it waits, reserved at
     j0's limit (120 s).  j2 (8 GPUs, limit 60) fits the hole and ends by its limit before
     120 s: backfilled at its submission (2 s).  j3 (8 GPUs, limit 180) would still run at
-    120 s: it waits behind j1.  j0 really ends at 100 s, so j1 starts at 100 and j3 after
-    j1 ends at 110."""
+    120 s: it waits behind j1.  Each starts at the poll after its submission (j0 at 0.5 s,
+    j2 at 2.5 s); j0 really ends at 100.5 s, so j1 starts then and j3 when j1 ends."""
     e = run(ONE_PARTITION, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
                             job(2, 2, 10, 8, limit=60), job(3, 3, 30, 8, limit=180)])
-    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 2.0, "j3": 110.0}
+    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 2.5, "j3": 110.5}
     assert e.scheduler.mechanics.counters["backfill_started"] == 1
 
 
 def test_backfill_waits_for_its_interval():
-    """With ``bf_interval=10`` a job that only backfill can start waits for the next cycle
-    on the 10-s grid: j2, submitted at 2 s behind a blocked j1, starts at 10 s."""
+    """With ``bf_interval=10`` the backfill agent runs 10 s after its last cycle: that
+    cycle (at 1.5 s) reserved for j1, so j2, submitted at 2 s behind the blocked j1, starts
+    at 11.5 s (the main scheduler never passes j1)."""
     conf = ONE_PARTITION.replace("bf_interval=1", "bf_interval=10")
     e = run(conf, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
                    job(2, 2, 10, 8, limit=60)])
-    assert starts(e)["j2"] == 10.0
+    assert starts(e)["j2"] == 11.5
 
 
 def test_without_backfill_nothing_passes_a_blocked_job():
@@ -83,7 +87,7 @@ def test_without_backfill_nothing_passes_a_blocked_job():
     conf = ONE_PARTITION.replace("SchedulerType=sched/backfill", "SchedulerType=sched/builtin")
     e = run(conf, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
                    job(2, 2, 10, 8, limit=60)])
-    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 110.0}
+    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 110.5}
 
 
 def test_backfill_is_conservative_every_waiting_job_keeps_its_reservation():
@@ -94,7 +98,7 @@ def test_backfill_is_conservative_every_waiting_job_keeps_its_reservation():
     delay j2.  Slurm's backfill keeps every reservation: j3 starts when j2 ends, at 260 s."""
     e = run(ONE_PARTITION, [job(0, 0, 100, 24, limit=100), job(1, 1, 60, 16, limit=60),
                             job(2, 2, 100, 32, limit=100), job(3, 3, 10, 8, limit=200)])
-    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 160.0, "j3": 260.0}
+    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 160.5, "j3": 260.5}
 
 
 # ------------------------------------------------------------------ partitions and priority
@@ -103,12 +107,12 @@ TWO_TIERS = BASE + ("PartitionName=low Nodes=ALL Default=YES PriorityTier=1\n"
 
 
 def test_a_higher_partition_tier_goes_first_whatever_its_submit_time():
-    """All 32 GPUs busy until 50 s.  j1 (low tier) and then j2 (high tier) each want 32:
-    j2 starts first at 50 s, j1 after it at 60 s."""
+    """All 32 GPUs busy until 50.5 s.  j1 (low tier) and then j2 (high tier) each want 32:
+    j2 starts first when j0 ends, j1 after it."""
     e = run(TWO_TIERS, [job(0, 0, 50, 32, limit=60, partition="low"),
                         job(1, 1, 10, 32, limit=60, partition="low"),
                         job(2, 2, 10, 32, limit=60, partition="high")])
-    assert starts(e) == {"j0": 0.0, "j1": 60.0, "j2": 50.0}
+    assert starts(e) == {"j0": 0.5, "j1": 60.5, "j2": 50.5}
 
 
 MULTIFACTOR = ONE_PARTITION + ("PriorityType=priority/multifactor\nPriorityWeightJobSize=1000\n"
@@ -123,9 +127,9 @@ def test_job_size_favours_large_jobs_by_nodes_and_cpus_not_gpus():
     jobs = [job(0, 0, 50, 16, limit=60), job(9, 0, 500, 16, limit=600),
             job(1, 1, 10, 8, per=8, limit=60), job(2, 2, 10, 8, per=4, limit=60)]
     e = run(MULTIFACTOR, jobs)
-    assert (starts(e)["j2"], starts(e)["j1"]) == (50.0, 60.0)
+    assert (starts(e)["j2"], starts(e)["j1"]) == (50.5, 60.5)
     e = run(MULTIFACTOR + "PriorityFavorSmall=YES\n", jobs)
-    assert (starts(e)["j1"], starts(e)["j2"]) == (50.0, 60.0)
+    assert (starts(e)["j1"], starts(e)["j2"]) == (50.5, 60.5)
 
 
 def test_age_is_counted_from_eligibility_and_caps_at_max_age():
@@ -139,10 +143,10 @@ def test_age_is_counted_from_eligibility_and_caps_at_max_age():
     jobs = [job(0, 0, 100, 32, limit=120), job(1, 1, 10, 16, per=8, limit=60),
             job(2, 40, 10, 32, per=8, limit=60)]
     e = run(conf, jobs)
-    assert starts(e) == {"j0": 0.0, "j1": 100.0, "j2": 110.0}
+    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 110.5}
     # with no age weight the larger job goes first
     e = run(conf.replace("PriorityWeightAge=1000", "PriorityWeightAge=0"), jobs)
-    assert starts(e) == {"j0": 0.0, "j1": 110.0, "j2": 100.0}
+    assert starts(e) == {"j0": 0.5, "j1": 110.5, "j2": 100.5}
 
 
 def test_fair_share_puts_the_heavier_user_behind():
@@ -155,11 +159,11 @@ def test_fair_share_puts_the_heavier_user_behind():
                             "PriorityCalcPeriod=1\nPriorityDecayHalfLife=0\n")
     jobs = [job(0, 0, 100, 32, limit=120, user="a"), job(1, 5, 10, 32, limit=60, user="a"),
             job(2, 6, 10, 32, limit=60, user="b")]
-    expected = {"j0": 0.0, "j1": 110.0, "j2": 100.0}
+    expected = {"j0": 0.5, "j1": 110.5, "j2": 100.5}
     assert starts(run(conf, jobs)) == expected
     assert starts(run(conf + "PriorityFlags=NO_FAIR_TREE\n", jobs)) == expected
     fifo = conf.replace("PriorityWeightFairshare=1000", "PriorityWeightFairshare=0")
-    assert starts(run(fifo, jobs)) == {"j0": 0.0, "j1": 100.0, "j2": 110.0}
+    assert starts(run(fifo, jobs)) == {"j0": 0.5, "j1": 100.5, "j2": 110.5}
 
 
 # ------------------------------------------------------------------ preemption
@@ -169,40 +173,44 @@ PREEMPT = ONE_PARTITION + ("PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
 
 
 def test_qos_preemption_requeues_the_victim_to_run_again_from_its_start():
-    """j0 (normal) fills the cluster from 0 s for 100 s.  j1 (high QOS, preempts normal)
-    arrives at 20 s: j0 is requeued and j1 starts at once, until 50 s.  j0 is eligible
-    again 10 + 1 s later (cred_expire + 1) but waits for j1 and reruns its whole 100 s
-    from 50 s: it ends at 150 s."""
+    """j0 (normal) fills the cluster from 0.5 s for 100 s.  j1 (high QOS, preempts normal)
+    arrives at 20 s: at the next poll (20.5 s) j0 is killed and requeued, and j1 starts
+    when j0's nodes are released, 1 s later (KILL_S), until 51.5 s.  j0 is eligible again
+    10 + 1 s after its eviction (cred_expire + 1) but waits for j1 and reruns its whole
+    100 s from 51.5 s: it ends at 151.5 s."""
     e = run(PREEMPT, [job(0, 0, 100, 32, limit=200, qos="normal"),
                       job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 20.0
-    assert ends(e) == {"j0": 150.0, "j1": 50.0}
+    assert starts(e)["j1"] == 21.5
+    assert ends(e) == {"j0": 151.5, "j1": 51.5}
     assert e.scheduler.mechanics.counters["requeued"] == 1
 
 
 def test_a_requeued_job_waits_for_its_credential_to_expire():
     """j0 (normal, 16 GPUs) and j9 (high, 16 GPUs) fill the cluster.  j1 (high, 16 GPUs,
-    5 s) evicts j0 at 20 s and ends at 25 s: 16 GPUs are free from then, yet j0 may start
-    again only at 20 + 10 + 1 = 31 s (cred_expire + 1), and reruns its 100 s to 131 s."""
+    5 s) evicts j0 at 20.5 s, starts at 21.5 s and ends at 26.5 s: 16 GPUs are free from
+    then, yet j0 may start again only at 20.5 + 10 + 1 = 31.5 s (cred_expire + 1), and
+    reruns its 100 s to 131.5 s."""
     e = run(PREEMPT, [job(0, 0, 100, 16, limit=200, qos="normal"),
                       job(9, 0, 500, 16, limit=600, qos="high"),
                       job(1, 20, 5, 16, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 20.0
-    assert ends(e)["j0"] == 131.0
+    assert starts(e)["j1"] == 21.5
+    assert ends(e)["j0"] == 131.5
 
 
 def test_preempt_exempt_time_protects_young_jobs():
-    """PreemptExemptTime=00:00:30: j0 started at 0 s may not be preempted before 30 s, so
-    j1 (arriving at 20 s) starts at the main scheduler's first periodic run from then on:
-    at 30 s with sched_interval=10, at 60 s with the default 60."""
+    """PreemptExemptTime=00:00:30: j0 started at 0.5 s may not be preempted before 30.5 s.
+    j1 (arriving at 20 s) is refused then, and nothing changes after: the backfill agent
+    has no more work, so j1 waits for the main scheduler's periodic full pass, which evicts
+    j0 (j1 starts 1 s later): at 60 s with the default sched_interval of 60 s, at 40 s with
+    sched_interval=10 (at 30 s j0 is still 0.5 s too young)."""
     conf = PREEMPT + "PreemptExemptTime=00:00:30\n"
     e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
                    job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 60.0
+    assert starts(e)["j1"] == 61.0
     conf = conf + "SchedulerParameters=bf_interval=1,bf_resolution=1,sched_interval=10\n"
     e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
                    job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 30.0
+    assert starts(e)["j1"] == 41.0
 
 
 def test_cancel_mode_ends_the_victim():
@@ -210,14 +218,15 @@ def test_cancel_mode_ends_the_victim():
     e = run(PREEMPT, [job(0, 0, 100, 32, limit=200, qos="normal"),
                       job(1, 20, 30, 32, limit=60, qos="high")], qos=qos)
     r0 = e.jobs.runs[0]
-    assert r0.state == "cancelled" and r0.end_s == 20.0
+    assert r0.state == "cancelled" and r0.end_s == 20.5
 
 
 # ------------------------------------------------------------------ limits and memory
 def test_a_job_is_ended_at_its_time_limit():
-    """j0 would run 300 s but its limit is 120 s: Slurm ends it (TIMEOUT) at 120 s."""
+    """j0 would run 300 s but its limit is 120 s: Slurm ends it (TIMEOUT) at the first
+    time-limit check (every 30 s) after 0.5 + 120 s, at 150 s."""
     e = run(ONE_PARTITION, [job(0, 0, 300, 8, limit=120)])
-    assert e.jobs.runs[0].end_s == 120.0
+    assert e.jobs.runs[0].end_s == 150.0
     assert e.scheduler.mechanics.counters["timeouts"] == 1
 
 
@@ -229,9 +238,9 @@ def test_without_a_memory_default_a_job_takes_its_nodes_whole_memory():
                 "PartitionName=one Nodes=gpu1 Default=YES\n")
     jobs = [job(0, 0, 50, 4, per=4, limit=60), job(1, 1, 50, 4, per=4, limit=60)]
     e = run(one_node + "SelectTypeParameters=CR_Core_Memory\n", jobs)
-    assert starts(e) == {"j0": 0.0, "j1": 50.0}
+    assert starts(e) == {"j0": 0.5, "j1": 50.5}
     e = run(one_node + "SelectTypeParameters=CR_Core_Memory\nDefMemPerCPU=1000\n", jobs)
-    assert starts(e) == {"j0": 0.0, "j1": 1.0}
+    assert starts(e) == {"j0": 0.5, "j1": 1.5}
 
 
 # ------------------------------------------------------------------ the configuration

@@ -112,6 +112,7 @@ class SlurmConf:
     bf_continue: bool = False
     default_queue_depth: int = 100
     sched_interval_s: float = 60.0
+    batch_sched_delay_s: float = 3.0
     preempt_type: str = "preempt/none"
     preempt_mode: str = "OFF"
     preempt_exempt_time_s: float = 0.0
@@ -176,7 +177,8 @@ _WEIGHTS = {"priorityweightage": "age", "priorityweightfairshare": "fairshare",
             "priorityweightqos": "qos", "priorityweightassoc": "assoc"}
 
 _SCHED_PARAMS = {"bf_interval", "bf_window", "bf_resolution", "bf_max_job_test",
-                 "bf_max_job_user", "bf_continue", "default_queue_depth", "sched_interval"}
+                 "bf_max_job_user", "bf_continue", "default_queue_depth", "sched_interval",
+                 "batch_sched_delay"}
 """SchedulerParameters the twin applies; others are listed as not modelled."""
 _SCHED_INERT = {"bf_yield_interval", "bf_yield_sleep", "max_rpc_cnt", "sched_min_interval",
                 "bf_max_time", "max_sched_time"}
@@ -339,6 +341,8 @@ def _sched_params(value: str, kw: dict, unmodelled: list[str]) -> None:
             kw["bf_continue"] = True
         elif name in ("bf_interval", "bf_resolution", "sched_interval"):
             kw[f"{name}_s"] = float(_int(arg, name, at_least=1))
+        elif name == "batch_sched_delay":
+            kw[f"{name}_s"] = float(_int(arg, name, at_least=0))
         elif name == "bf_window":
             kw["bf_window_s"] = 60.0 * _int(arg, name, at_least=1)
         elif name in ("bf_max_job_test", "default_queue_depth"):

@@ -32,6 +32,7 @@ What runs when, as slurmctld 22.05 does it (``docs/scheduling.md`` has the sourc
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -44,16 +45,54 @@ from scheduler.scheduling.slurm.nodespace import NodeSpace
 from scheduler.scheduling.slurm.priority import Factors, Usage, combine
 from scheduler.sim import Kind
 
+TICK_PHASE_S = 0.5
+"""Where in each second slurmctld's background loop (10 x 100 ms sleeps) and the backfill
+agent's idle poll (1 s) fall: their phase is slurmctld's start time, unknown to a replay, so the
+middle of the second (a submission waits half a second on average)."""
+TIME_LIMIT_TICK_S = 30.0
+"""slurmctld checks time limits every ``PERIODIC_TIMEOUT`` (30 s): a job runs on past its
+limit until the next check."""
+
+
+def best_fit(nodes: np.ndarray, k: int, free_cpu: np.ndarray) -> np.ndarray | None:
+    """``k`` of ``nodes`` (sorted indices) as cons_tres picks them by free CPUs.
+
+    >>> best_fit(np.array([0, 1, 3]), 1, np.array([64, 63, 64, 62]))
+    array([3])
+    >>> best_fit(np.array([0, 1, 3, 4]), 2, np.array([64, 64, 64, 60, 60]))
+    array([3, 4])
+    """
+    if nodes.size < k:
+        return None
+    if k == 0:
+        return nodes[:0]
+    if k == 1:
+        return nodes[[int(np.argmin(free_cpu[nodes]))]]
+    runs = np.split(nodes, np.flatnonzero(np.diff(nodes) != 1) + 1)
+    chosen: list[int] = []
+    while len(chosen) < k:
+        left = k - len(chosen)
+        long_enough = [r for r in runs if r.size >= left]
+        if long_enough:
+            best = min(long_enough, key=lambda r: free_cpu[r].sum())
+            chosen.extend(best[:left].tolist())
+            break
+        best = max(runs, key=lambda r: r.size)  # none suffices: the largest, then the next
+        chosen.extend(best.tolist())
+        runs = [r for r in runs if r is not best]
+    return np.array(sorted(chosen))
+
 
 class _Job:
     """Slurm's record of one job: partition, tier, submit, eligibility, priority."""
 
     __slots__ = ("part", "tier", "submit", "eligible", "prio", "limit", "per", "nodes",
-                 "preempts", "key", "qos_prio", "started")
+                 "preempts", "key", "qos_prio", "started", "seq", "waits_until")
 
     def __init__(self):
         self.key = None
         self.started = None
+        self.waits_until = -math.inf  # a preemptor waits for its victims' kill until then
 
 
 class SlurmMechanics:
@@ -81,7 +120,16 @@ class SlurmMechanics:
         self.calc_at = 0.0  # next PriorityCalcPeriod recomputation
         self.fair: dict[str, float] = {}  # fair-share factors at the last recomputation
         self.accounted: dict[int, float] = {}  # started jobs -> usage booked up to then
-        self.bf_at = 0.0  # next backfill cycle
+        # slurmctld's three clocks (see the module's docstring): the background loop's last
+        # schedule() and whether a submission asked for one, the periodic full pass, the
+        # backfill agent's last cycle; a job end runs schedule() at once
+        self.bg_last = -math.inf
+        self.sched_requested = False
+        self.full_at = conf.sched_interval_s
+        self.bf_last = -math.inf
+        self.ended = False
+        self.completing = np.zeros(n)  # per node: busy until then after a preemption's kill
+        self.seq = 0  # submissions recorded (priority/basic ranks jobs by it)
         self._wakes: set[float] = set()
         self._eligible_at: set[float] = set()  # times requeued jobs become eligible
         self.epoch = 0  # bumped when priorities or eligibility change
@@ -95,6 +143,21 @@ class SlurmMechanics:
             self.ctx.log("config", warning)
         for run in list(self.jobs.queue.values()):
             self.on_queue(run, True)
+        self.jobs.run_watchers.append(self)
+
+    def detach(self) -> None:
+        """Stop following the lifecycle (the scheduler switched to another policy)."""
+        if self in self.jobs.run_watchers:
+            self.jobs.run_watchers.remove(self)
+
+    def on_start(self, run: JobRun) -> None:
+        pass
+
+    def on_release(self, run: JobRun) -> None:
+        """A running job ended or was stopped: slurmctld runs schedule() when its epilog
+        completes (at once here; after a preemption's kill, see
+        :data:`~scheduler.scheduling.slurm.preemption.KILL_S`)."""
+        self.ended = True
 
     # ----------------------------------------------------------------- set-up
     def _partitions(self, n: int) -> dict[str, np.ndarray]:
@@ -148,7 +211,12 @@ class SlurmMechanics:
         qos = conf.qos.get(j.qos)
         rec.preempts = frozenset(qos.preempt) if qos else frozenset()
         rec.qos_prio = qos.priority if qos else 0
+        self.seq += 1
+        rec.seq = self.seq
         rec.prio = self.priority_of(run, rec, waited_s=0.0)
+        # one task: one CPU on each node (CR_Core), which the node choice packs by
+        run.spec = replace(j, cpu_per_gpu=1.0 / rec.per, ram_gb_per_gpu=0.0,
+                           nic_gbps_per_gpu=0.0)
         self.rec[run.idx] = rec
         return rec
 
@@ -160,8 +228,8 @@ class SlurmMechanics:
     def priority_of(self, run: JobRun, rec: _Job, *, waited_s: float,
                   fair: dict | None = None) -> int:
         conf = self.conf
-        if not conf.multifactor:
-            return 0
+        if not conf.multifactor:  # priority/basic: each new job one below the last
+            return -rec.seq
         f = self.factors
         cpus = rec.nodes  # one task, one CPU per node unless the job asks (it does not here)
         part = next((p for p in conf.partitions if p.name == rec.part), None)
@@ -225,6 +293,7 @@ class SlurmMechanics:
             return
         rec.key = self._key(rec, run)
         self.order.add((rec.key, run.idx))
+        self.sched_requested = True  # queue_job_scheduler(): the background loop's next tick
 
     def _walk(self):
         """The queue in order, tolerating jobs that start, leave or join meanwhile."""
@@ -237,33 +306,57 @@ class SlurmMechanics:
 
     # ----------------------------------------------------------------- the passes
     def run(self) -> bool:
-        """One scheduling instant: priorities if due, the main pass, backfill if due.
-        Returns whether anyone was preempted (the caller runs another pass)."""
-        now = self.ctx.now
-        if self.conf.multifactor and now >= self.calc_at:
+        """One instant: priorities if due, the main scheduler if a job ended, a submission
+        waits for the background loop's tick or the full pass is due, backfill on its
+        agent's tick.  Returns whether anyone was preempted."""
+        conf, now = self.conf, self.ctx.now
+        if conf.multifactor and now >= self.calc_at:
             self._recalc(now)
-            self.calc_at = (math.floor(now / self.conf.calc_period_s) + 1) * \
-                self.conf.calc_period_s
-        preempted = self._main()
-        if self.conf.backfill and now >= self.bf_at and not preempted:
-            # slurmctld's backfill agent runs a cycle only if jobs, nodes or partitions
-            # changed since its last one (backfill.c, _more_work)
+            self.calc_at = (math.floor(now / conf.calc_period_s) + 1) * conf.calc_period_s
+        background = (self.sched_requested and self._on_tick(now)
+                      and now >= self.bg_last + conf.batch_sched_delay_s)
+        full = now >= self.full_at
+        preempted = False
+        if self.ended or background or full:
+            if background or full:
+                self.bg_last, self.sched_requested = now, False
+            if full:
+                self.full_at = (math.floor(now / conf.sched_interval_s) + 1) * \
+                    conf.sched_interval_s
+            self.ended = False
+            preempted = self._main(full_queue=full)
+        if (conf.backfill and self._on_tick(now) and now >= self.bf_last + conf.bf_interval_s
+                and self.order):
+            # the backfill agent runs a cycle only if jobs, nodes or partitions changed
+            # since its last one (backfill.c, _more_work)
             if self._signature() != self._bf_seen:
                 self._backfill()
                 self._bf_seen = self._signature()
+                self.bf_last = now
             else:
                 self.counters["backfill_skipped"] += 1
-            self.bf_at = (math.floor(now / self.conf.bf_interval_s) + 1) * \
-                self.conf.bf_interval_s
-        if self.order:
-            # the main scheduler also runs every sched_interval (slurmctld's background loop)
-            self.wake((math.floor(now / self.conf.sched_interval_s) + 1)
-                      * self.conf.sched_interval_s)
-            if self.conf.backfill and self._signature() != self._bf_seen:
-                self.wake(self.bf_at)
-            if self.conf.multifactor:
-                self.wake(self.calc_at)
+        self._wakes_after(now)
         return preempted
+
+    def _on_tick(self, t: float) -> bool:
+        """Whether ``t`` is one of the background loop's and backfill agent's 1-s polls."""
+        return abs((t - TICK_PHASE_S) - round(t - TICK_PHASE_S)) < 1e-9
+
+    @staticmethod
+    def _tick_from(t: float) -> float:
+        """The first poll at or after ``t``."""
+        return math.ceil(t - TICK_PHASE_S - 1e-9) + TICK_PHASE_S
+
+    def _wakes_after(self, now: float) -> None:
+        conf = self.conf
+        if self.sched_requested:
+            self.wake(self._tick_from(max(now + 1e-6, self.bg_last + conf.batch_sched_delay_s)))
+        if self.order:
+            self.wake(self.full_at)
+            if conf.backfill and self._signature() != self._bf_seen:
+                self.wake(self._tick_from(max(now + 1e-6, self.bf_last + conf.bf_interval_s)))
+            if conf.multifactor:
+                self.wake(self.calc_at)
 
     def _signature(self) -> tuple:
         """What a backfill cycle's outcome depends on: the allocation, the queue, the
@@ -283,6 +376,8 @@ class SlurmMechanics:
             if payload[1] in self._eligible_at:  # a requeued job may start again
                 self._eligible_at.discard(payload[1])
                 self.epoch += 1
+        elif payload[0] == "killed":  # a preemption's victims are gone: epilog complete
+            self.ended = True
         elif payload[0] == "timeout":
             run = self.jobs.runs[payload[1]]
             rec = self.rec.get(run.idx)
@@ -304,7 +399,7 @@ class SlurmMechanics:
     def free_now(self) -> np.ndarray:
         """GPUs each node can give a new job now (0 on nodes no job may use)."""
         s = self.state
-        free = np.where(s.schedulable(), s.node_free, 0)
+        free = np.where(s.schedulable() & (self.completing <= self.ctx.now), s.node_free, 0)
         if self.conf.memory_whole_node:
             free = np.where(s.node_free == s.node_gpus, free, 0)
         return free
@@ -316,26 +411,26 @@ class SlurmMechanics:
         return np.full(self.state.node_gpus.size, rec.per)
 
     def choose(self, run: JobRun, rec: _Job, free: np.ndarray,
-                mask: np.ndarray) -> Placement | None:
-        """The lowest-numbered nodes of one accepted model that fit, or ``None``."""
+               mask: np.ndarray) -> Placement | None:
+        """cons_tres' choice of nodes of one accepted model (``_eval_nodes``), or ``None``:
+        a one-node job takes the fitting node with the fewest free CPUs (it packs onto busy
+        nodes), a larger one the run of consecutive fitting nodes with the fewest free CPUs
+        among those long enough, in index order; the first on ties."""
         s = self.state
         need = self._need(rec)
-        whole, rem = divmod(run.gpus, rec.per)
-        if rec.per * rec.nodes != run.gpus:  # whole nodes plus one partial node
-            whole, rem = run.gpus // rec.per, run.gpus % rec.per
+        whole, rem = run.gpus // rec.per, run.gpus % rec.per
+        cpu = s.node_free_cpu
         for m in run.models:
-            ok = mask & s.model_mask[m] & (free >= need)
-            nodes = np.flatnonzero(ok)
-            if rem == 0:
-                if nodes.size >= whole:
-                    chosen = nodes[:whole]
-                    return Placement(chosen, np.full(whole, rec.per), m)
+            base = mask & s.model_mask[m]
+            chosen = best_fit(np.flatnonzero(base & (free >= need)), whole, cpu)
+            if chosen is None:
                 continue
-            part_ok = np.flatnonzero(mask & s.model_mask[m] & (free >= (
-                need if self.conf.memory_whole_node else rem)))
-            if nodes.size >= whole and part_ok.size >= whole + 1:
-                chosen = nodes[:whole]
-                extra = part_ok[~np.isin(part_ok, chosen)][0]
+            if rem == 0:
+                return Placement(chosen, np.full(whole, rec.per), m)
+            part = base & (free >= (need if self.conf.memory_whole_node else rem))
+            part[chosen] = False
+            extra = best_fit(np.flatnonzero(part), 1, cpu)
+            if extra is not None:
                 return Placement(np.append(chosen, extra),
                                  np.append(np.full(whole, rec.per), rem), m)
         return None
@@ -345,11 +440,14 @@ class SlurmMechanics:
         rec.started = self.ctx.now
         if self.conf.weights.get("fairshare"):
             self.accounted[run.idx] = rec.started
-        if math.isfinite(rec.limit):
-            self.ctx.schedule(self.ctx.now + rec.limit, Kind.BACKFILL,
-                              ("timeout", run.idx, rec.started))
+        if math.isfinite(rec.limit):  # job_time_limit() runs every PERIODIC_TIMEOUT (30 s)
+            kill = math.ceil((self.ctx.now + rec.limit) / TIME_LIMIT_TICK_S - 1e-9) * \
+                TIME_LIMIT_TICK_S
+            self.ctx.schedule(kill, Kind.BACKFILL, ("timeout", run.idx, rec.started))
 
-    def _main(self) -> bool:
+    def _main(self, full_queue: bool = False) -> bool:
+        """slurmctld's ``schedule()``: jobs in order, at most ``default_queue_depth`` of them
+        unless it is the periodic full pass; a job that cannot start fails its partition."""
         self.counters["main_passes"] += 1
         avail = self.state.schedulable().copy()
         failed: set[str] = set()
@@ -369,8 +467,8 @@ class SlurmMechanics:
                 reasons[idx] = "Priority"
                 continue
             tested += 1
-            if tested > self.conf.default_queue_depth:
-                break
+            if not full_queue and tested > self.conf.default_queue_depth + 1:
+                break  # job_depth++ > def_job_limit: 101 jobs by default
             mask = avail & self.part_mask.get(rec.part, avail)
             self.s.counters["placement_decisions"] += 1
             placement = self.choose(run, rec, free, mask)
@@ -378,15 +476,12 @@ class SlurmMechanics:
                 self._start(run, rec, placement)
                 free = self.free_now()
                 continue
-            if (self.conf.preempt_type != "preempt/none"
+            if (self.conf.preempt_type != "preempt/none" and self.ctx.now >= rec.waits_until
                     and preemption.preempt_for(self, run, rec, mask)):
+                # the victims are signalled; the job starts in a later pass, once their
+                # nodes are released (select_nodes returns ESLURM_NODES_BUSY meanwhile)
                 preempted = True
                 free = self.free_now()
-                placement = self.choose(run, rec, free, mask)
-                if placement is not None:
-                    self._start(run, rec, placement)
-                    free = self.free_now()
-                    continue
             reasons[idx] = "Resources"
             failed.add(rec.part)
             avail &= ~self.part_mask.get(rec.part, np.zeros_like(avail))
@@ -433,21 +528,26 @@ class SlurmMechanics:
                 continue
             mask = self.state.schedulable() & self.part_mask.get(rec.part, True)
             found = self._earliest(run, rec, space, mask, horizon)
+            if ((found is None or found[0] > now) and self.conf.preempt_type != "preempt/none"
+                    and now >= rec.waits_until
+                    and preemption.preempt_for(self, run, rec, mask & ~space.blocked[0])):
+                continue  # backfill preempts too (will-run with preemptable jobs)
             if found is None:
                 nowhere.add(shape)
                 continue
             t, placement = found
-            counts = (self.state.node_gpus[placement.nodes] if whole_node
-                      else placement.counts)
             if t == now:
                 self._start(run, rec, placement)
                 self.counters["backfill_started"] += 1
                 self.s.counters["backfilled"] += 1
+                counts = (self.state.node_gpus[placement.nodes] if whole_node
+                          else placement.counts)
+                space.take(t, rec.limit, placement.nodes, counts)
             else:
                 self.counters["reservations"] += 1
                 if run.reserved_start is None:
                     run.reserved_start = t
-            space.reserve(t, rec.limit, placement.nodes, counts)
+                space.reserve(t, rec.limit, placement.nodes)
 
     def _earliest(self, run: JobRun, rec: _Job, space: NodeSpace, mask: np.ndarray,
                   horizon: float) -> tuple[float, Placement] | None:

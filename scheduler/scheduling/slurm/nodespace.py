@@ -5,7 +5,7 @@ end of its time limit (rounded up to ``bf_resolution``), and every job the backf
 cannot start now reserves its nodes from its earliest start for its time limit.  A job
 starts now only where it delays no reservation made before it: Slurm's backfill is
 conservative, not EASY (every tested job that must wait gets a reservation inside
-``bf_window``).
+``bf_window``), and a reservation withholds its nodes whole (node bitmaps, not GPU counts).
 
 >>> space = NodeSpace(0.0, np.array([8, 8]), resolution=1.0)
 >>> space.release(10.0, np.array([0]), np.array([8]))   # a job on node 0 ends at 10 s
@@ -38,6 +38,8 @@ class NodeSpace:
         self.resolution = resolution
         self.times = [now]
         self.free = free.astype(np.int64)[None, :].copy()
+        # nodes withheld whole by a waiting job's reservation (node_space's bitmaps)
+        self.blocked = np.zeros_like(self.free, dtype=bool)
 
     def round_up(self, t: float) -> float:
         """``t`` on the resolution's grid (never before now)."""
@@ -54,6 +56,7 @@ class NodeSpace:
             return i
         times.insert(i + 1, t)
         self.free = np.insert(self.free, i + 1, self.free[i], axis=0)
+        self.blocked = np.insert(self.blocked, i + 1, self.blocked[i], axis=0)
         return i + 1
 
     def release(self, t: float, nodes: np.ndarray, counts: np.ndarray) -> None:
@@ -62,14 +65,22 @@ class NodeSpace:
         k = self._slot(t)
         np.add.at(self.free[k:], (slice(None), nodes), counts)
 
-    def reserve(self, t: float, duration: float, nodes: np.ndarray, counts: np.ndarray) -> None:
-        """``counts`` GPUs of ``nodes`` taken over ``[t, t + duration)``."""
+    def _span(self, t: float, duration: float) -> tuple[int, int]:
         k = self._slot(t)
-        if math.isfinite(duration):
-            end = self._slot(self.round_up(t + duration))
-        else:
-            end = len(self.times)
+        end = (self._slot(self.round_up(t + duration)) if math.isfinite(duration)
+               else len(self.times))
+        return k, end
+
+    def take(self, t: float, duration: float, nodes: np.ndarray, counts: np.ndarray) -> None:
+        """``counts`` GPUs of ``nodes`` taken over ``[t, t + duration)`` (a job started now)."""
+        k, end = self._span(t, duration)
         np.subtract.at(self.free[k:end], (slice(None), nodes), counts)
+
+    def reserve(self, t: float, duration: float, nodes: np.ndarray) -> None:
+        """``nodes`` withheld whole over ``[t, t + duration)`` for a waiting job: Slurm's
+        backfill reserves node bitmaps, so no later job shares a reserved node then."""
+        k, end = self._span(t, duration)
+        self.blocked[k:end, nodes] = True
 
     def free_over(self, t: float, duration: float) -> np.ndarray:
         """The fewest GPUs free per node at any time in ``[t, t + duration)``."""
@@ -89,7 +100,7 @@ class NodeSpace:
         """
         times = np.asarray(self.times)
         k = len(times)
-        bad = self.free < need[None, :]
+        bad = (self.free < need[None, :]) | self.blocked
         first_bad = np.where(bad, np.arange(k)[:, None], k)
         first_bad = np.minimum.accumulate(first_bad[::-1], axis=0)[::-1]
         if math.isfinite(duration):

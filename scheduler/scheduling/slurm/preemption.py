@@ -15,6 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.model.job_run import JobRun
+from scheduler.sim import Kind
+
+KILL_S = 1.0
+"""Seconds from a preemption until its victims' nodes are released (signal, step end,
+epilog complete): the preemptor starts in the pass that follows."""
 
 
 def may_preempt(m, rec, other: JobRun) -> bool:
@@ -49,12 +54,14 @@ def preempt_for(m, run: JobRun, rec, mask: np.ndarray) -> bool:
     """Evict, youngest first, the fewest preemptable jobs whose nodes let ``run`` start;
     ``False`` (nobody evicted) if even all of them would not."""
     now = m.ctx.now
-    cands = [r for r in m.jobs.running.values()
-             if may_preempt(m, rec, r) and now - m.rec[r.idx].started
-             >= exempt_s(m, r) and mode_of(m, r) != "OFF"]
+    cands = sorted((r for r in m.jobs.running.values()
+                    if may_preempt(m, rec, r) and now - m.rec[r.idx].started
+                    >= exempt_s(m, r) and mode_of(m, r) != "OFF"), key=lambda r: r.idx)
     if not cands:
         return False
-    cands.sort(key=lambda r: (-m.rec[r.idx].started, -r.idx))
+    # preempt_qos.c _gen_job_prio: (QOS priority << 16) + nodes, smallest first ("we want to
+    # put smaller jobs at the top of the preemption queue"); ties in job-list order
+    cands.sort(key=lambda r: (qos_priority(m, r) << 16) + m.rec[r.idx].nodes)
     s = m.state
     free = m.free_now().astype(np.int64)
     chosen = []
@@ -72,9 +79,19 @@ def preempt_for(m, run: JobRun, rec, mask: np.ndarray) -> bool:
         return False
     used = set(placement.nodes.tolist())
     victims = [v for v in chosen if used & set(v.placement.nodes.tolist())]
+    released = m.ctx.now + KILL_S
     for v in victims:
+        m.completing[v.placement.nodes] = released
         evict(m, v, by=run)
+    if victims:  # its victims' epilogs complete: schedule() then starts it
+        rec.waits_until = released
+        m.ctx.schedule(released, Kind.BACKFILL, ("killed",))
     return bool(victims)
+
+
+def qos_priority(m, run: JobRun) -> int:
+    q = m.conf.qos.get(run.spec.qos)
+    return q.priority if q is not None else 0
 
 
 def evict(m, victim: JobRun, *, by: JobRun) -> None:
@@ -89,9 +106,8 @@ def evict(m, victim: JobRun, *, by: JobRun) -> None:
     # start, eligible after the credential's lifetime, as a newly submitted job
     rec = m.rec[victim.idx]
     now = m.ctx.now
-    rec.submit = now
+    rec.submit = now  # its priority stays (no set_job_prio on requeue) until recomputed
     rec.eligible = now + m.conf.cred_expire_s + 1.0
-    rec.prio = m.priority_of(victim, rec, waited_s=0.0)
     m.jobs.preempt(victim, reason=reason)  # back in the queue with the record above
     m.jobs.restart_from_scratch(victim)
     m.counters["requeued"] += 1
