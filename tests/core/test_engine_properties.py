@@ -26,6 +26,7 @@ from scheduler.model.job_run import (
 )
 from scheduler.model.state import FREE
 from scheduler.scheduling.policies import REGISTRY
+from scheduler.scheduling.slurm.conf import parse_slurm_conf
 from scheduler.workload.jobs import AFFINITIES, Requirement, Tenant
 from tests.core.factories import HOUR, central_storage, job, service, small_plan, workload
 
@@ -67,6 +68,11 @@ def jobs(draw, sizes=SIZES, affinities=ANY_AFFINITY, requirements=ANY_REQUIREMEN
     )
 
 
+SLURM_CONF = parse_slurm_conf("PriorityType=priority/multifactor\nPriorityWeightAge=100\n"
+                              "PriorityWeightJobSize=10\nPartitionName=all Nodes=ALL "
+                              "Default=YES\n")
+
+
 @st.composite
 def scenarios(draw):
     plan = PLANS[draw(st.sampled_from(sorted(PLANS)))]
@@ -83,6 +89,7 @@ def scenarios(draw):
         policy=draw(st.sampled_from(sorted(REGISTRY))),
         placement=draw(st.sampled_from((None, None, "random"))),
         demand_step_s=1800.0,
+        slurm_conf=SLURM_CONF,  # what the slurm policy schedules by (the others ignore it)
     )
 
 

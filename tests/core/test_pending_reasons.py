@@ -22,9 +22,11 @@ def test_the_head_that_does_not_fit_waits_for_resources_and_the_rest_for_priorit
 
 
 def test_free_gpus_split_across_pods_are_a_topology_wait():
-    # pods of two 8-GPU nodes; one node of each pod drained: 16 GPUs free, no pod has them
+    # pods of two 8-GPU nodes; one node of each pod drained: 16 GPUs free, no pod has them.
+    # A policy without preemption keeps the gang waiting for one pod (the default starts it
+    # across pods rather than evict anyone for compactness: test_preemption_bounds.py)
     e = run_engine(small_plan(4), workload(job(gpus=16, hours=1, affinity="pod")),
-                   failures=False)
+                   failures=False, policy="backfill")
     e.command("drain_node", node=1)
     e.command("drain_node", node=2)
     e.run_until(0.5 * HOUR)

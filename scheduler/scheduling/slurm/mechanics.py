@@ -39,9 +39,9 @@ from sortedcontainers import SortedList
 
 from scheduler.model.job_run import QUEUED, RUNNING, JobRun
 from scheduler.model.state import Placement
-from scheduler.scheduling.slurm import preemption
+from scheduler.scheduling.slurm import backfill, preemption
 from scheduler.scheduling.slurm.conf import SlurmConf
-from scheduler.scheduling.slurm.nodespace import NodeSpace
+from scheduler.scheduling.slurm.nodespace import best_fit
 from scheduler.scheduling.slurm.priority import Factors, Usage, combine
 from scheduler.sim import Kind
 
@@ -52,35 +52,6 @@ middle of the second (a submission waits half a second on average)."""
 TIME_LIMIT_TICK_S = 30.0
 """slurmctld checks time limits every ``PERIODIC_TIMEOUT`` (30 s): a job runs on past its
 limit until the next check."""
-
-
-def best_fit(nodes: np.ndarray, k: int, free_cpu: np.ndarray) -> np.ndarray | None:
-    """``k`` of ``nodes`` (sorted indices) as cons_tres picks them by free CPUs.
-
-    >>> best_fit(np.array([0, 1, 3]), 1, np.array([64, 63, 64, 62]))
-    array([3])
-    >>> best_fit(np.array([0, 1, 3, 4]), 2, np.array([64, 64, 64, 60, 60]))
-    array([3, 4])
-    """
-    if nodes.size < k:
-        return None
-    if k == 0:
-        return nodes[:0]
-    if k == 1:
-        return nodes[[int(np.argmin(free_cpu[nodes]))]]
-    runs = np.split(nodes, np.flatnonzero(np.diff(nodes) != 1) + 1)
-    chosen: list[int] = []
-    while len(chosen) < k:
-        left = k - len(chosen)
-        long_enough = [r for r in runs if r.size >= left]
-        if long_enough:
-            best = min(long_enough, key=lambda r: free_cpu[r].sum())
-            chosen.extend(best[:left].tolist())
-            break
-        best = max(runs, key=lambda r: r.size)  # none suffices: the largest, then the next
-        chosen.extend(best.tolist())
-        runs = [r for r in runs if r is not best]
-    return np.array(sorted(chosen))
 
 
 class _Job:
@@ -239,11 +210,11 @@ class SlurmMechanics:
                    "partition": f.partition(part.priority_job_factor) if part else 0.0,
                    "qos": f.qos(rec.qos_prio)}
         if conf.weights.get("fairshare"):  # as of the last recomputation (1.0: no usage)
-            factors["fairshare"] = (fair or self.fair).get(self._user(run), 1.0)
+            factors["fairshare"] = (fair or self.fair).get(self.user_of(run), 1.0)
         return combine(conf.weights, factors)
 
     @staticmethod
-    def _user(run: JobRun) -> str:
+    def user_of(run: JobRun) -> str:
         return run.spec.user or run.spec.tenant
 
     def _recalc(self, now: float) -> None:
@@ -257,14 +228,14 @@ class SlurmMechanics:
                 run = self.jobs.runs[idx]
                 until = now if run.state == RUNNING else run.end_s
                 if until is not None:
-                    self.usage.add(self._user(run), run.gpus * max(0.0, until - since),
+                    self.usage.add(self.user_of(run), run.gpus * max(0.0, until - since),
                                    now=now)
                 if run.state == RUNNING:
                     self.accounted[idx] = now
                 else:
                     del self.accounted[idx]
             fair = self.fair = self.usage.fair_share(
-                [self._user(r) for r in self.jobs.queue.values()], now=now,
+                [self.user_of(r) for r in self.jobs.queue.values()], now=now,
                 fair_tree=conf.fair_tree)
         for idx, run in self.jobs.queue.items():
             rec = self.rec.get(idx)
@@ -295,7 +266,7 @@ class SlurmMechanics:
         self.order.add((rec.key, run.idx))
         self.sched_requested = True  # queue_job_scheduler(): the background loop's next tick
 
-    def _walk(self):
+    def walk(self):
         """The queue in order, tolerating jobs that start, leave or join meanwhile."""
         order = self.order
         pos = 0
@@ -330,7 +301,7 @@ class SlurmMechanics:
             # the backfill agent runs a cycle only if jobs, nodes or partitions changed
             # since its last one (backfill.c, _more_work)
             if self._signature() != self._bf_seen:
-                self._backfill()
+                backfill.cycle(self)
                 self._bf_seen = self._signature()
                 self.bf_last = now
             else:
@@ -387,7 +358,7 @@ class SlurmMechanics:
                              job=run.spec.name)
                 self.jobs.cancel(run)
 
-    def _eligible(self, run: JobRun, rec: _Job) -> bool:
+    def eligible(self, run: JobRun, rec: _Job) -> bool:
         if run.state != QUEUED:
             return False
         if rec.eligible > self.ctx.now:
@@ -404,7 +375,7 @@ class SlurmMechanics:
             free = np.where(s.node_free == s.node_gpus, free, 0)
         return free
 
-    def _need(self, rec: _Job) -> np.ndarray:
+    def need(self, rec: _Job) -> np.ndarray:
         """GPUs per node a job takes from the plan (the whole node without a memory default)."""
         if self.conf.memory_whole_node:
             return self.state.node_gpus
@@ -417,7 +388,7 @@ class SlurmMechanics:
         nodes), a larger one the run of consecutive fitting nodes with the fewest free CPUs
         among those long enough, in index order; the first on ties."""
         s = self.state
-        need = self._need(rec)
+        need = self.need(rec)
         whole, rem = run.gpus // rec.per, run.gpus % rec.per
         cpu = s.node_free_cpu
         for m in run.models:
@@ -435,7 +406,7 @@ class SlurmMechanics:
                                  np.append(np.full(whole, rec.per), rem), m)
         return None
 
-    def _start(self, run: JobRun, rec: _Job, placement: Placement) -> None:
+    def start(self, run: JobRun, rec: _Job, placement: Placement) -> None:
         self.jobs.start(run, placement)
         rec.started = self.ctx.now
         if self.conf.weights.get("fairshare"):
@@ -456,12 +427,12 @@ class SlurmMechanics:
         free = self.free_now()
         tested = 0
         n_parts = len(self.part_mask)
-        for idx in self._walk():
+        for idx in self.walk():
             if len(failed) == n_parts:
                 break  # every partition failed: nothing more starts in this pass
             run = self.jobs.runs[idx]
             rec = self.rec[idx]
-            if not self._eligible(run, rec):
+            if not self.eligible(run, rec):
                 continue
             if rec.part in failed:
                 reasons[idx] = "Priority"
@@ -473,7 +444,7 @@ class SlurmMechanics:
             self.s.counters["placement_decisions"] += 1
             placement = self.choose(run, rec, free, mask)
             if placement is not None:
-                self._start(run, rec, placement)
+                self.start(run, rec, placement)
                 free = self.free_now()
                 continue
             if (self.conf.preempt_type != "preempt/none" and self.ctx.now >= rec.waits_until
@@ -486,96 +457,3 @@ class SlurmMechanics:
             failed.add(rec.part)
             avail &= ~self.part_mask.get(rec.part, np.zeros_like(avail))
         return preempted
-
-    def _backfill(self) -> None:
-        """One backfill cycle over the plan of running jobs' limits and reservations."""
-        conf, now = self.conf, self.ctx.now
-        self.counters["backfill_cycles"] += 1
-        space = NodeSpace(now, self.free_now(), resolution=conf.bf_resolution_s)
-        whole_node = conf.memory_whole_node
-        for run in self.jobs.running.values():
-            rec = self.rec.get(run.idx)
-            limit = rec.limit if rec is not None else math.inf
-            if not math.isfinite(limit):
-                continue
-            p = run.placement
-            counts = self.state.node_gpus[p.nodes] if whole_node else p.counts
-            space.release(max(now + conf.bf_resolution_s, rec.started + limit), p.nodes,
-                          counts)
-        per_user: dict[str, int] = {}
-        nowhere: set[tuple] = set()
-        tested = 0
-        horizon = now + conf.bf_window_s
-        for idx in self._walk():
-            run = self.jobs.runs[idx]
-            rec = self.rec[idx]
-            if not self._eligible(run, rec):
-                continue
-            if conf.bf_max_job_user:
-                user = self._user(run)
-                if per_user.get(user, 0) >= conf.bf_max_job_user:
-                    continue
-                per_user[user] = per_user.get(user, 0) + 1
-            tested += 1
-            if tested > conf.bf_max_job_test:
-                break
-            self.counters["backfill_tested"] += 1
-            self.s.counters["placement_decisions"] += 1
-            # the plan only fills up during a cycle: a job of a shape that found no start
-            # in it finds none either (its test is counted, as Slurm counts it)
-            shape = (run.gpus, rec.per, rec.limit, rec.part, run.models)
-            if shape in nowhere:
-                continue
-            mask = self.state.schedulable() & self.part_mask.get(rec.part, True)
-            found = self._earliest(run, rec, space, mask, horizon)
-            if ((found is None or found[0] > now) and self.conf.preempt_type != "preempt/none"
-                    and now >= rec.waits_until
-                    and preemption.preempt_for(self, run, rec, mask & ~space.blocked[0])):
-                continue  # backfill preempts too (will-run with preemptable jobs)
-            if found is None:
-                nowhere.add(shape)
-                continue
-            t, placement = found
-            if t == now:
-                self._start(run, rec, placement)
-                self.counters["backfill_started"] += 1
-                self.s.counters["backfilled"] += 1
-                counts = (self.state.node_gpus[placement.nodes] if whole_node
-                          else placement.counts)
-                space.take(t, rec.limit, placement.nodes, counts)
-            else:
-                self.counters["reservations"] += 1
-                if run.reserved_start is None:
-                    run.reserved_start = t
-                space.reserve(t, rec.limit, placement.nodes)
-
-    def _earliest(self, run: JobRun, rec: _Job, space: NodeSpace, mask: np.ndarray,
-                  horizon: float) -> tuple[float, Placement] | None:
-        """The earliest slot (up to ``horizon``) where ``run`` fits for its whole time limit,
-        and the nodes it would take there; ``None`` if none does."""
-        s = self.state
-        need = self._need(rec)
-        whole, rem = run.gpus // rec.per, run.gpus % rec.per
-        full = space.fits(need, rec.limit) & mask
-        part = (space.fits(need if self.conf.memory_whole_node else np.full_like(need, rem),
-                           rec.limit) & mask) if rem else None
-        times = space.times
-        best = None
-        for m in run.models:
-            ok = full & s.model_mask[m]
-            good = ok.sum(axis=1) >= whole
-            if rem:
-                good &= (part & s.model_mask[m]).sum(axis=1) >= whole + 1
-            hits = np.flatnonzero(good)
-            if hits.size and times[hits[0]] <= horizon and (best is None or hits[0] < best[0]):
-                best = (int(hits[0]), m)
-        if best is None:
-            return None
-        k, m = best
-        # the slot's fitting nodes as free counts, for the same choice as a start now
-        free = np.where(full[k], need, 0)
-        if rem:
-            free = np.where(part[k] & ~full[k], rem if not self.conf.memory_whole_node
-                            else need, free)
-        placement = self.choose(run, rec, free, mask & s.model_mask[m])
-        return None if placement is None else (times[k], placement)

@@ -108,3 +108,32 @@ class NodeSpace:
         else:
             end = np.full(k, k)
         return first_bad >= end[:, None]
+
+
+def best_fit(nodes: np.ndarray, k: int, free_cpu: np.ndarray) -> np.ndarray | None:
+    """``k`` of ``nodes`` (sorted indices) as cons_tres picks them by free CPUs.
+
+    >>> best_fit(np.array([0, 1, 3]), 1, np.array([64, 63, 64, 62]))
+    array([3])
+    >>> best_fit(np.array([0, 1, 3, 4]), 2, np.array([64, 64, 64, 60, 60]))
+    array([3, 4])
+    """
+    if nodes.size < k:
+        return None
+    if k == 0:
+        return nodes[:0]
+    if k == 1:
+        return nodes[[int(np.argmin(free_cpu[nodes]))]]
+    runs = np.split(nodes, np.flatnonzero(np.diff(nodes) != 1) + 1)
+    chosen: list[int] = []
+    while len(chosen) < k:
+        left = k - len(chosen)
+        long_enough = [r for r in runs if r.size >= left]
+        if long_enough:
+            best = min(long_enough, key=lambda r: free_cpu[r].sum())
+            chosen.extend(best[:left].tolist())
+            break
+        best = max(runs, key=lambda r: r.size)  # none suffices: the largest, then the next
+        chosen.extend(best.tolist())
+        runs = [r for r in runs if r is not best]
+    return np.array(sorted(chosen))

@@ -1,0 +1,111 @@
+"""Slurm's backfill cycle for the ``slurm`` policy (``sched/backfill``'s
+``_attempt_backfill``): the plan of running jobs' limits, then the queue in order, each job
+started now where its nodes are free for its whole limit, else reserved at its earliest start.
+``m`` is the :class:`~scheduler.scheduling.slurm.mechanics.SlurmMechanics`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scheduler.model.job_run import JobRun
+from scheduler.model.state import Placement
+from scheduler.scheduling.slurm import preemption
+from scheduler.scheduling.slurm.nodespace import NodeSpace
+
+
+def cycle(m) -> None:
+    """One backfill cycle over the plan of running jobs' limits and reservations."""
+    conf, now = m.conf, m.ctx.now
+    m.counters["backfill_cycles"] += 1
+    space = NodeSpace(now, m.free_now(), resolution=conf.bf_resolution_s)
+    whole_node = conf.memory_whole_node
+    for run in m.jobs.running.values():
+        rec = m.rec.get(run.idx)
+        limit = rec.limit if rec is not None else math.inf
+        if not math.isfinite(limit):
+            continue
+        p = run.placement
+        counts = m.state.node_gpus[p.nodes] if whole_node else p.counts
+        space.release(max(now + conf.bf_resolution_s, rec.started + limit), p.nodes,
+                      counts)
+    per_user: dict[str, int] = {}
+    nowhere: set[tuple] = set()
+    tested = 0
+    horizon = now + conf.bf_window_s
+    for idx in m.walk():
+        run = m.jobs.runs[idx]
+        rec = m.rec[idx]
+        if not m.eligible(run, rec):
+            continue
+        if conf.bf_max_job_user:
+            user = m.user_of(run)
+            if per_user.get(user, 0) >= conf.bf_max_job_user:
+                continue
+            per_user[user] = per_user.get(user, 0) + 1
+        tested += 1
+        if tested > conf.bf_max_job_test:
+            break
+        m.counters["backfill_tested"] += 1
+        m.s.counters["placement_decisions"] += 1
+        # the plan only fills up during a cycle: a job of a shape that found no start
+        # in it finds none either (its test is counted, as Slurm counts it)
+        shape = (run.gpus, rec.per, rec.limit, rec.part, run.models)
+        if shape in nowhere:
+            continue
+        mask = m.state.schedulable() & m.part_mask.get(rec.part, True)
+        found = earliest(m, run, rec, space, mask, horizon)
+        if ((found is None or found[0] > now) and m.conf.preempt_type != "preempt/none"
+                and now >= rec.waits_until
+                and preemption.preempt_for(m, run, rec, mask & ~space.blocked[0])):
+            continue  # backfill preempts too (will-run with preemptable jobs)
+        if found is None:
+            nowhere.add(shape)
+            continue
+        t, placement = found
+        if t == now:
+            m.start(run, rec, placement)
+            m.counters["backfill_started"] += 1
+            m.s.counters["backfilled"] += 1
+            counts = (m.state.node_gpus[placement.nodes] if whole_node
+                      else placement.counts)
+            space.take(t, rec.limit, placement.nodes, counts)
+        else:
+            m.counters["reservations"] += 1
+            if run.reserved_start is None:
+                run.reserved_start = t
+            space.reserve(t, rec.limit, placement.nodes)
+
+
+def earliest(m, run: JobRun, rec, space: NodeSpace, mask: np.ndarray,
+             horizon: float) -> tuple[float, Placement] | None:
+    """The earliest slot (up to ``horizon``) where ``run`` fits for its whole time limit,
+    and the nodes it would take there; ``None`` if none does."""
+    s = m.state
+    need = m.need(rec)
+    whole, rem = run.gpus // rec.per, run.gpus % rec.per
+    full = space.fits(need, rec.limit) & mask
+    part = (space.fits(need if m.conf.memory_whole_node else np.full_like(need, rem),
+                       rec.limit) & mask) if rem else None
+    times = space.times
+    best = None
+    for model in run.models:
+        ok = full & s.model_mask[model]
+        good = ok.sum(axis=1) >= whole
+        if rem:
+            good &= (part & s.model_mask[model]).sum(axis=1) >= whole + 1
+        hits = np.flatnonzero(good)
+        if hits.size and times[hits[0]] <= horizon and (best is None or hits[0] < best[0]):
+            best = (int(hits[0]), model)
+    if best is None:
+        return None
+    k, model = best
+    # the slot's fitting nodes as free counts, for the same choice as a start now
+    free = np.where(full[k], need, 0)
+    if rem:
+        free = np.where(part[k] & ~full[k], rem if not m.conf.memory_whole_node
+                        else need, free)
+    placement = m.choose(run, rec, free, mask & s.model_mask[model])
+    return None if placement is None else (times[k], placement)
