@@ -11,7 +11,7 @@ an explicit ``state()``/``from_state()`` per component is the next step (``BODY`
 encoding so that step is a new format version, not a silent change).  What makes the pickle
 a *format* here: every change to the layout of a pickled class (a field added, renamed or moved
 to another module) bumps :data:`FORMAT` and adds one upgrade function to :data:`UPGRADES`;
-``tests/fixtures/snapshots/layout-v2.json`` records the layout and a test fails when it drifts.
+``tests/fixtures/snapshots/layout-v3.json`` records the layout and a test fails when it drifts.
 
 Format 1 is the bare zlib pickle written by releases before this module (no header): its
 upgrade reads it with the modules of that time mapped to today's (:data:`V1_MODULES`) and fills
@@ -26,7 +26,7 @@ pickle, so loading one runs whatever it names (never load bytes from elsewhere).
 >>> data = dumps(engine)
 >>> header = read_header(data)
 >>> header.format, header.gpus, header.t_sim
-(2, 64, 0.0)
+(3, 64, 0.0)
 >>> loads(data).now
 0.0
 """
@@ -50,7 +50,7 @@ from scheduler.model.ledger import MFU_WINDOW_COPIES, MFU_WINDOW_S, LedgerWindow
 from scheduler.scheduling.running_index import EndIndex, MoveLog
 
 MAGIC = b"CTWINSNP"
-FORMAT = 2
+FORMAT = 3
 """The format :func:`dumps` writes."""
 BODY = "engine-pickle+zlib"
 """How the body of :data:`FORMAT` is encoded."""
@@ -252,12 +252,49 @@ def upgrade_v1_to_v2(header: Header, body: bytes) -> tuple[Header, bytes]:
     rel.setdefault("storage_left", {})  # before storage status: every tier up
     rel.setdefault("_node_watchers", [engine.fleet])  # as the engine wires it
     rel.setdefault("while_down", Counter())  # before hits on stopped gangs were counted
-    return header_of(engine), zlib.compress(
+    return replace_format(header_of(engine), 2), zlib.compress(
         pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+
+
+def upgrade_v2_to_v3(header: Header, body: bytes) -> tuple[Header, bytes]:
+    """A format-2 engine (release f1f57e4) as format 3 (issue 25: the slurm, sjf and las
+    policies, bounded preemption, Slurm traces' job log).
+
+    Every field format 3 added gets what an engine of format 2 had in effect: no Slurm
+    configuration and no policy mechanics or ranking, no run restarted from scratch, and a
+    lifecycle whose queue changes reach the scheduler (as ``Scheduler.__init__`` wires it).
+    A run's latest start is its first (format 2 kept no other); queued runs have none.
+    """
+    engine = _unpickle(body)
+    if not isinstance(engine, Engine):
+        raise SnapshotError(f"corrupt snapshot: the body holds a {type(engine).__name__}")
+    sched = vars(engine.scheduler)
+    sched.setdefault("slurm_conf", None)
+    sched.setdefault("mechanics", None)
+    jobs = vars(engine.jobs)
+    jobs.setdefault("_queue_watchers", [engine.scheduler])
+    jobs.setdefault("run_watchers", [])
+    for run in engine.jobs.runs:
+        if not hasattr(run, "fresh"):
+            run.fresh = False
+        if not hasattr(run, "rank"):
+            run.rank = ()
+        if not hasattr(run, "last_start"):
+            run.last_start = run.first_start
+    if isinstance(engine.settings, dict):
+        engine.settings.setdefault("slurm_conf", None)
+    return replace_format(header, 3), zlib.compress(
+        pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+
+
+def replace_format(header: Header, version: int) -> Header:
+    """``header`` as written by format ``version`` (its other fields are the engine's)."""
+    return dataclasses.replace(header, format=version)
 
 
 UPGRADES: dict[int, Callable[[Header, bytes], tuple[Header, bytes]]] = {
     1: upgrade_v1_to_v2,
+    2: upgrade_v2_to_v3,
 }
 """``{n: upgrade}``: each turns a format-``n`` snapshot into format ``n + 1`` (applied in
 sequence by :func:`loads`)."""
