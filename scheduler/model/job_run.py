@@ -91,7 +91,7 @@ class JobRun:
         "first_start", "end_s", "queued_since", "wait_s", "preemptions", "lendings",
         "expected_end", "borrowed", "kept_s", "cloud_pool", "reserved_start", "slow",
         "slow_split", "interruptions", "lost_gpu_s", "detect_s", "restore_from_disk", "end_key",
-        "gpus", "lag_s", "fresh")
+        "gpus", "lag_s", "fresh", "rank", "last_start")
 
     def __init__(self, idx: int, spec: TrainingJob, models: tuple[int, ...], affinity: str):
         self.idx = idx
@@ -112,6 +112,7 @@ class JobRun:
         self.interval_s = spec.checkpoint_interval_s
         self.event = None  # the run's own next event (a kernel Handle), cancelled if moot
         self.first_start: float | None = None
+        self.last_start: float | None = None  # the start of its latest run on the cluster
         self.end_s: float | None = None
         self.queued_since = spec.submit_s
         self.wait_s = 0.0
@@ -131,6 +132,8 @@ class JobRun:
         self.restore_from_disk = False
         self.end_key: tuple | None = None  # its entry in the lifecycle's index of ends
         self.gpus: int = spec.gpus  # the gang's size (read in every pass: a plain slot)
+        # its class under a ranking policy (sjf, las), set as it joins the queue; () otherwise
+        self.rank: tuple = ()
 
     def take_history(self, old: JobRun) -> None:
         """Take ``old``'s history (a run carried over from another engine): all but its index,

@@ -21,7 +21,6 @@ import numpy as np
 
 from scheduler.model.job_run import (
     CANCELLED,
-    CLOUD,
     DETECTING,
     DONE,
     DRAINING,
@@ -38,6 +37,7 @@ from scheduler.model.state import ClusterState, Placement
 from scheduler.reliability.checkpoint import CheckpointCosts
 from scheduler.scheduling.admission import Admission
 from scheduler.scheduling.checkpoint_pricing import CheckpointPricing
+from scheduler.scheduling.handover import Handover
 from scheduler.scheduling.queue_index import QueueIndex
 from scheduler.scheduling.running_index import EndIndex, MoveLog, RunningIndex
 from scheduler.scheduling.segments import book_segment, run_ettr
@@ -46,7 +46,7 @@ from scheduler.sim import Context, Kind
 from scheduler.workload.jobs import TrainingJob
 
 
-class JobLifecycle:
+class JobLifecycle(Handover):
     """Owns the runs of all training jobs.
 
     Parameters
@@ -98,6 +98,8 @@ class JobLifecycle:
         self.speed_model = None
         self._arrival_watchers: list = []
         self._lend_watchers: list = []
+        self._queue_watchers: list = []
+        self.run_watchers: list = []  # on_start/on_release(run): a ranking policy's books
         ctx.on(Kind.ARRIVE, self._arrive)
         ctx.on(Kind.FINISH, self._finish)
         ctx.on(Kind.DRAIN_DONE, self._drain_done)
@@ -110,6 +112,11 @@ class JobLifecycle:
     def watch_arrivals(self, watcher) -> None:
         """``watcher.on_arrive(run)`` is called when a job joins the queue for the first time."""
         self._arrival_watchers.append(watcher)
+
+    def watch_queue(self, watcher) -> None:
+        """``watcher.on_queue(run, joined)`` whenever a run joins (``True``) or leaves
+        (``False``) the queue."""
+        self._queue_watchers.append(watcher)
 
     def watch_lending(self, watcher) -> None:
         """``watcher.on_lend_ready(run)`` when a lent gang's GPUs are free, and
@@ -134,81 +141,6 @@ class JobLifecycle:
         self._arrive(run)
         return run
 
-    def adopt(self, job: TrainingJob, placement: Placement, *,
-              done_fraction: float = 0.0) -> JobRun:
-        """Admit ``job`` as already running on ``placement`` with ``done_fraction`` of its
-        work behind it (a job running in a mirrored cluster).  The caller checked that the
-        placement's GPUs are free."""
-        run = self.admission.admit(len(self.runs), job)
-        run.models = tuple(dict.fromkeys(run.models + (placement.model,)))
-        run.sig = (run.models, run.affinity)
-        run.remaining_flops *= 1.0 - done_fraction
-        run.state = QUEUED
-        run.queued_since = self.ctx.now
-        self.runs.append(run)
-        self.start(run, placement)
-        return run
-
-    def carry(self, old: JobRun, placement: Placement | None = None, *,
-              model: int = -1) -> JobRun:
-        """Take over ``old``, a run of another engine (a re-plan onto a changed inventory),
-        with its history: a finished, rejected or cloud run as it was (``model``: its model
-        here), a queued one back in the queue (its wait goes on; rejected if this cluster can no
-        longer hold it), a running one on ``placement`` (this engine's node ids) with its open
-        segment, checkpoints and expected end kept: it does not notice the move."""
-        run = self.admission.admit(len(self.runs), old.spec)
-        fresh_state = run.state
-        run.take_history(old)
-        self.runs.append(run)
-        if old.state in (DONE, REJECTED, CLOUD, CANCELLED, HELD):
-            run.model = model
-            return run
-        if fresh_state == REJECTED:
-            run.state = REJECTED
-            self.ctx.log("reject", f"{run.spec.name}: after the inventory changed no accelerator "
-                                   f"of this cluster can hold {run.gpus} GPUs", job=run.spec.name)
-            return run
-        if placement is None:
-            self.requeue(run)
-            run.queued_since = old.queued_since
-            return run
-        j = run.spec
-        run.models = tuple(dict.fromkeys(run.models + (placement.model,)))
-        run.sig = (run.models, run.affinity)
-        run.gids = self.state.allocate(run.idx, placement, cpu_per_gpu=j.cpu_per_gpu,
-                                       ram_gb_per_gpu=j.ram_gb_per_gpu,
-                                       nic_gbps_per_gpu=j.nic_gbps_per_gpu)
-        run.placement = placement
-        run.model = placement.model
-        run.event = self.ctx.schedule(run.expected_end, Kind.FINISH, run)
-        self._ends.set(run, run.expected_end)
-        self.running[run.idx] = run
-        self.holders.add(run)
-        self.tenants.add(run, +1)
-        self._moved.note(run)
-        return run
-
-    def carry_counters(self, old: JobLifecycle) -> None:
-        """Add ``old``'s counters and lending loss to these (a re-plan's successor)."""
-        for key, value in old.counters.items():
-            self.counters[key] += value
-        self.lend_loss_gpu_s += old.lend_loss_gpu_s
-
-    def stop_for_replan(self, run: JobRun) -> None:
-        """Stop a gang whose nodes a re-plan changes: a running one loses the work since its
-        last checkpoint (booked as preempted), a lending one books its stall, a hung one its
-        hang; all go back to the queue, from which the successor engine carries them."""
-        if run.state == RUNNING:
-            self.preempt(run, reason="its nodes changed in the inventory (re-plan)")
-            return
-        if run.state == DRAINING:
-            self.abort_drain(run)
-        elif run.state == DETECTING:
-            run.cancel_event()
-            self.book_detection(run)
-        self.release(run)
-        self.requeue(run)
-
     def _arrive(self, run: JobRun) -> None:
         run.event = None
         if run.state == REJECTED:
@@ -226,12 +158,16 @@ class JobLifecycle:
         self.queue[run.idx] = run
         self.index.add(run)
         self.queue_version += 1
+        for w in self._queue_watchers:
+            w.on_queue(run, True)
 
     def leave_queue(self, run: JobRun) -> None:
         """Take a queued run out of the queue (it runs elsewhere, e.g. in a cloud pool)."""
         if self.queue.pop(run.idx, None) is not None:
             self.index.remove(run)
             self.queue_version += 1
+            for w in self._queue_watchers:
+                w.on_queue(run, False)
 
     def hold(self, run: JobRun) -> None:
         """Keep a queued run out of every pass until :meth:`unhold` (Slurm's JobHeldUser)."""
@@ -285,11 +221,15 @@ class JobLifecycle:
         if run.first_start is None:
             run.first_start = now
             run.restart_s = 0.0
+        elif getattr(run, "fresh", False):  # run again from its start: nothing to restore
+            run.restart_s = 0.0
+            run.fresh = False
         else:
             run.restart_s = restart
             if run.lendings:
                 self.lend_loss_gpu_s += run.restart_s * j.gpus
         run.wait_s += now - run.queued_since
+        run.last_start = now
         run.borrowed = not self.tenants.within_quota(run)
         run.state = RUNNING
         self._open_segment(run, run.restart_s)
@@ -299,6 +239,8 @@ class JobLifecycle:
         self.tenants.add(run, +1)
         self.counters["placements"] += 1
         self._moved.note(run)
+        for w in self.run_watchers:
+            w.on_start(run)
 
     def resume(self, run: JobRun, placement: Placement) -> None:
         """Restart an evicted gang on ``placement`` at once (hot spares): it waits for nothing."""
@@ -357,6 +299,8 @@ class JobLifecycle:
         self.tenants.add(run, -1)
         self.pricing.release(run)
         run.gids = np.zeros(0, dtype=np.int64)
+        for w in self.run_watchers:
+            w.on_release(run)
 
     # ----------------------------------------------------------------- stopping
     def _finish(self, run: JobRun) -> None:
@@ -374,15 +318,24 @@ class JobLifecycle:
         if interrupted:
             run.interruptions += 1
 
-    def preempt(self, run: JobRun, *, reason: str, lost_category: str = "preempted") -> None:
-        """Stop a running gang at once; work since its last checkpoint is lost."""
+    def preempt(self, run: JobRun, *, reason: str, lost_category: str = "preempted",
+                log: bool = True) -> None:
+        """Stop a running gang at once; work since its last checkpoint is lost.  ``log``:
+        log it (the scheduler logs a wave of preemptions as one line instead)."""
         self.close(run, "kill", lost_category)
         self.release(run)
         run.preemptions += 1
         self.counters["preemptions"] += 1
-        self.ctx.log("preempt", f"{run.spec.name} ({run.gpus} GPUs) preempted: {reason}",
-                     job=run.spec.name)
+        if log:
+            self.ctx.log("preempt", f"{run.spec.name} ({run.gpus} GPUs) preempted: {reason}",
+                         job=run.spec.name)
         self.requeue(run)
+
+    def restart_from_scratch(self, run: JobRun) -> None:
+        """A preempted run's next start runs it from its beginning (Slurm's ``REQUEUE``: the
+        batch script starts again), with no checkpoint to restore: all its work is to do."""
+        run.remaining_flops = float(run.spec.work_flops)
+        run.fresh = True
 
     def lend(self, run: JobRun) -> float:
         """Checkpoint ``run`` and hand its GPUs over when the write ends; return that time."""

@@ -13,16 +13,26 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.model.job_run import QUEUED, JobRun, segment_length
+from scheduler.model.job_run import QUEUED, JobRun
 from scheduler.model.state import ClusterState
 from scheduler.scheduling.lifecycle import JobLifecycle
 from scheduler.scheduling.placement import Placer, Request
 from scheduler.scheduling.policies import get_policy
-from scheduler.scheduling.preemption import choose_victims, may_evict
+from scheduler.scheduling.policies.base import attach_ranking
+from scheduler.scheduling.preemption import (
+    CASCADE_WAIT_S,
+    blocked_request,
+    choose_victims,
+    evict,
+    may_evict,
+)
+from scheduler.scheduling.queue_index import WAIT
+from scheduler.scheduling.reservation import Reservation, estimate_s, reserve, verdict_for, walk_on
+from scheduler.scheduling.reservation import backfill_mode as backfill_mode_of
+from scheduler.scheduling.slurm import mechanics_for
 from scheduler.sim import Context, Handle, Kind
 
 MAX_PASSES = 3
@@ -54,15 +64,19 @@ class Scheduler:
     """
 
     held = False
+    ranking = None  # a ranking policy's component (sjf, las: Policy.ranking), or None
     """Place nothing (a mirror: the real cluster's scheduler starts jobs); :meth:`hold`,
     :meth:`release`."""
 
     def __init__(self, ctx: Context, *, state: ClusterState, jobs: JobLifecycle,
-                 policy: str = "default", placement: str | None = None):
+                 policy: str = "default", placement: str | None = None, slurm_conf=None):
         self.ctx = ctx
         self.state = state
         self.jobs = jobs
         self.rng = ctx.rng("placement")
+        self.slurm_conf = slurm_conf  # the cluster's slurm.conf, for the ``slurm`` policy
+        self.mechanics = None
+        jobs.watch_queue(self)
         self.set_policy(policy, placement)
         self.counters = {"placement_decisions": 0, "backfilled": 0, "passes": 0,
                          "passes_skipped": 0,
@@ -83,7 +97,10 @@ class Scheduler:
 
     def set_policy(self, name: str, placement: str | None = None) -> None:
         """Switch policy (and placement strategy); the next instant schedules with it."""
-        self.policy = get_policy(name, placement=placement)
+        policy = get_policy(name, placement=placement)
+        self.mechanics = mechanics_for(policy, self)  # before anything changes: may refuse
+        self.policy = policy
+        self.ranking = attach_ranking(self, policy)
         self.placer = Placer(self.state, self.policy.placement, self.rng)
         # what did not fit, remembered until capacity of its models grows (ClusterState.grown):
         # shape -> (fewest GPUs that failed, grown then); run -> its failed preemption attempt
@@ -101,6 +118,11 @@ class Scheduler:
         reached waits behind the one it stopped at)."""
         return self.reasons.get(run.idx) or self.partition_reasons.get(partition, PRIORITY)
 
+    def on_queue(self, run: JobRun, joined: bool) -> None:
+        """A run joined or left the queue: the policy's own mechanics keep their order."""
+        if self.mechanics is not None:
+            self.mechanics.on_queue(run, joined)
+
     def wake(self) -> None:
         """Run a pass after this instant even if neither the state nor the queue changed."""
         self._woken = True
@@ -117,7 +139,15 @@ class Scheduler:
             self._cycle = self.ctx.schedule(due, Kind.BACKFILL, None)
         return False
 
-    def _cycle_due(self, _payload) -> None:
+    def _cycle_due(self, payload) -> None:
+        if payload is not None:  # a policy's own timer (the slurm policy's wake-ups, limits)
+            if payload[0] == "rank":  # a ranking policy's (las: a demotion, a promotion)
+                if self.ranking is not None:
+                    self.ranking.on_timer(payload)
+            elif self.mechanics is not None and payload[0] != "wake":
+                self.mechanics.on_timer(payload)
+            self._woken = True
+            return
         self._cycle = None
         self._woken = True
 
@@ -187,7 +217,7 @@ class Scheduler:
             self.settle()
             return
         if self._woken or self._seen != (self.state.version, self.jobs.queue_version):
-            if not self._woken and self._stopped is not None:
+            if not self._woken and self._stopped is not None and self.mechanics is None:
                 started = time.perf_counter()
                 same = self._same_head()
                 self.counters["scheduler_wall_s"] += time.perf_counter() - started
@@ -208,7 +238,7 @@ class Scheduler:
             return False
         if self.policy.preemption:
             moved = jobs.moved_since(mark)
-            if moved is None or any(may_evict(head, within, r) for r in moved):
+            if moved is None or any(may_evict(head, within, r, self.ranking) for r in moved):
                 return False
         first = jobs.index.first(self.policy.order, jobs.tenants, jobs.runs)
         if first is not head:
@@ -219,10 +249,23 @@ class Scheduler:
     def run(self) -> None:
         started = time.perf_counter()
         self._stopped = None
+        if self.mechanics is not None:  # a policy with mechanics of its own (slurm)
+            for _ in range(MAX_PASSES):
+                if not self.mechanics.run():
+                    self.settle()
+                    break
+            else:
+                self._woken = True
+            self.counters["passes"] += 1
+            self.counters["scheduler_wall_s"] += time.perf_counter() - started
+            return
+        self.evicted: set[int] = set()  # gangs preempted in this instant: they preempt nobody
         for _ in range(MAX_PASSES):
             scheduling = SchedulingPass(self)
             if not scheduling.run():
                 self.settle()
+                if scheduling.deferred:  # a gang preempted now may preempt in turn later
+                    self.ctx.schedule(self.ctx.now + CASCADE_WAIT_S, Kind.BACKFILL, ("wake",))
                 if scheduling.stopped_at is not None:
                     head = scheduling.stopped_at
                     known = self.no_victims.get(head.idx)
@@ -237,22 +280,24 @@ class Scheduler:
         self.counters["scheduler_wall_s"] += time.perf_counter() - started
 
 
-@dataclass
-class Reservation:
-    """EASY backfill: the head's start time (``shadow``) and the GPUs it leaves (``extra``)."""
-
-    models: frozenset
-    shadow: float
-    extra: int
+def depth_left(depth: int | None, tested: int) -> int | float:
+    """Gangs a backfill pass may still test (``depth``: the policy's, ``None``: no limit)."""
+    return math.inf if depth is None else depth - tested
 
 
 class SchedulingPass:
     """One pass over the queue; :meth:`run` returns whether it preempted anyone."""
 
+    look_ahead = True
+    """Behind a reservation, walk on through the gangs of partitions known to wait
+    (:mod:`~scheduler.scheduling.reservation`); ``False`` tests each gang in full (the same
+    outcome, slower: the tests compare the two)."""
+
     def __init__(self, scheduler: Scheduler):
         self.s = scheduler
         self.jobs = scheduler.jobs
         self.fresh: set[int] = set()  # gangs this pass preempted: back in the queue, not retried
+        self.deferred = False  # a gang preempted in this instant would have preempted in turn
         self.stopped_at: JobRun | None = None  # the head it stopped at to wait for the cycle
         self.reasons: dict[int, str] = {}  # run -> why it did not start (pending_reason)
         self.partition_reasons: dict[tuple, str] = {}
@@ -271,21 +316,33 @@ class SchedulingPass:
         depth = policy.backfill_depth
         tested = 0
         any_free = max(free) > 0
+        # partitions whose last gang, behind the reservation, would have delayed it: until a
+        # gang starts or a placement fails (free GPUs, ``extra`` and ``failed`` as they were),
+        # a later gang of theirs can differ only by being short enough (see reservation.py)
+        waiting: set = set()
+        verdict = None  # verdict_for the reservation, once there is one
+        fresh, backfill = self.fresh, policy.backfill
         for key, run in walk:
-            if run.state != QUEUED or run.idx in self.fresh:
+            if run.state != QUEUED or run.idx in fresh:
                 continue
             if head is not None:
-                if not policy.backfill or not any_free:
+                if not backfill or not any_free:
                     break  # nothing more can start: no backfill, or no GPU free at all
                 if reservation is None:
                     if not sch.backfill_now():
                         self.stopped_at = head
                         break  # the next backfill cycle is scheduled
-                    reservation = self._reserve(head, free)
+                    reservation = reserve(jobs, head, free)
+                    verdict = verdict_for(sch, fresh, reservation)
                 tested += 1
                 if depth is not None and tested > depth:
                     sch.counters["backfill_depth_stops"] += 1
                     break
+                if key in waiting and verdict(run) == WAIT:
+                    reasons[run.idx] = PRIORITY  # it would delay the head's reservation
+                    tested += walk_on(walk, waiting, verdict, depth_left(depth, tested),
+                                      reasons, PRIORITY)
+                    continue
             models = run.models
             fits_in_total = sum(free[m] for m in models) >= run.gpus
             if run.gpus >= failed.get(run.sig, math.inf):
@@ -302,20 +359,26 @@ class SchedulingPass:
                     part_reasons[key] = PRIORITY
                     walk.drop(key)
                     continue
-                backfill_mode = self._backfill_mode(run, reservation)
+                backfill_mode = backfill_mode_of(sch, run, reservation)
                 if backfill_mode is None:
                     reasons[run.idx] = PRIORITY  # it would delay the head's reservation
+                    if self.look_ahead:
+                        waiting.add(key)
+                        tested += walk_on(walk, waiting, verdict,
+                                          depth_left(depth, tested), reasons, PRIORITY)
                     continue
             placement = None
             if fits_in_total:
                 placement = sch.place_queued(run)
                 if placement is None:
                     frag[list(models)] = True
-            if placement is None and policy.preemption and head is None:
-                placement = self._preempt_for(run)
+            if placement is None and policy.preemption and head is None and not self.fresh:
+                # one preemptor per pass: the next pass (MAX_PASSES) serves the next one
+                placement = self._preempt_for(run, fits_in_total)
                 free = sch.state.free_counts()[0].tolist()
                 any_free = max(free) > 0
             if placement is None:
+                waiting.clear()  # ``failed`` moves: a waiting partition may now be dropped
                 if run.gpus < failed.get(run.sig, math.inf):
                     failed_why[run.sig] = TOPOLOGY if fits_in_total else RESOURCES
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
@@ -325,6 +388,7 @@ class SchedulingPass:
                     head = run
                 continue
             jobs.start(run, placement)
+            waiting.clear()  # fewer GPUs free: a waiting partition may no longer fit
             sch.no_victims.pop(run.idx, None)
             free[placement.model] -= run.gpus
             any_free = max(free) > 0
@@ -341,46 +405,8 @@ class SchedulingPass:
         return bool(self.fresh)
 
     def _estimate_s(self, run: JobRun) -> float:
-        """Wall time ``run`` would take from now on its preferred model (no failures).
-
-        A queued run's estimate changes only with its remaining work, its interval, whether it
-        ever ran (a restart) and the storage bandwidth: it is kept until one of those moves.
-        """
-        jobs = self.jobs
-        key = (run.remaining_flops, run.interval_s, run.first_start is None,
-               jobs.costs.storage_factor)
-        cached = self.s.estimates.get(run.idx)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        m = run.models[0]
-        rate = run.gpus * jobs.peak[m] * run.spec.efficiency
-        restart = 0.0 if run.first_start is None else jobs.restart_estimate(run)
-        estimate = segment_length(run.remaining_flops / rate, restart, run.interval_s,
-                                  jobs.estimate_write_s(run, m))
-        self.s.estimates[run.idx] = (key, estimate)
-        return estimate
-
-    def _reserve(self, head: JobRun, free: list[int]) -> Reservation:
-        models = frozenset(head.models)
-        avail = sum(free[m] for m in head.models)
-        shadow, extra = math.inf, 0
-        for end, g, _ in self.jobs.ends(head.models):
-            avail += g
-            if avail >= head.gpus:
-                shadow, extra = end, avail - head.gpus
-                break
-        if head.reserved_start is None and math.isfinite(shadow):
-            head.reserved_start = shadow
-        return Reservation(models, shadow, extra)
-
-    def _backfill_mode(self, run: JobRun, res: Reservation) -> str | None:
-        if not res.models.intersection(run.models):
-            return "other"
-        if self.s.ctx.now + self._estimate_s(run) <= res.shadow:
-            return "short"
-        if run.gpus <= res.extra:
-            return "extra"
-        return None
+        """Wall time ``run`` would take from now (:func:`~.reservation.estimate_s`), s."""
+        return estimate_s(self.s, run)
 
     def _still_no_victims(self, run: JobRun, within: bool, grown: int, known: tuple) -> bool:
         """Whether a failed preemption attempt for ``run`` would fail again: no capacity grew,
@@ -390,27 +416,37 @@ class SchedulingPass:
         if was_grown != grown or was_within != within or self.s.ctx.now >= of_age:
             return False
         moved = self.jobs.moved_since(mark)
-        if moved is None or any(may_evict(run, within, r) for r in moved):
+        if moved is None or any(may_evict(run, within, r, self.s.ranking) for r in moved):
             return False
         self.s.no_victims[run.idx] = (grown, within, of_age, self.jobs.moved_mark())
         return True
 
-    def _preempt_for(self, run: JobRun):
-        """Evict the cheapest victim set that lets ``run`` start; its placement, or ``None``."""
+    def _preempt_for(self, run: JobRun, fits_in_total: bool):
+        """Start blocked ``run`` across domains if it fits only so, else evict the cheapest
+        victims that let it start (bounded: :mod:`~scheduler.scheduling.preemption`): its
+        placement, or ``None``.  A gang preempted in this instant preempts nobody in it."""
         sch, jobs = self.s, self.jobs
+        request = blocked_request(sch, run)
+        if fits_in_total and request.affinity != run.affinity:
+            placement = sch.place(request)
+            if placement is not None:
+                sch.counters["relaxed"] = sch.counters.get("relaxed", 0) + 1
+                return placement
+        if run.idx in sch.evicted:
+            self.deferred = True
+            return None
         within = jobs.tenants.within_quota(run)
         grown = sch.grown(run.models)
         known = sch.no_victims.get(run.idx)
         if known is not None and self._still_no_victims(run, within, grown, known):
             return None
         mark = jobs.moved_mark()
-        victims, of_age = choose_victims(sch, run)
+        victims, of_age = choose_victims(sch, run, request)
         if not victims:
             sch.no_victims[run.idx] = (grown, within, of_age, mark)
             return None
         sch.no_victims.pop(run.idx, None)
-        for v in victims:
-            self.jobs.preempt(v, reason=f"makes room for {run.spec.name} (priority "
-                                        f"{run.spec.priority}, tenant {run.spec.tenant})")
-            self.fresh.add(v.idx)
-        return sch.place(sch.request(run))
+        evict(sch, run, victims)
+        self.fresh.update(v.idx for v in victims)
+        sch.evicted.update(v.idx for v in victims)
+        return sch.place(request)

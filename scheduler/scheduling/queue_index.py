@@ -1,20 +1,25 @@
 """The queue kept in order between passes: partitions of one shape, merged in policy order.
 
 A *partition* holds the queued runs of one tenant, priority, size and shape (accepted models and
-affinity), each partition sorted by ``(submit time, job id, run index)``.  Every registered
-policy orders runs by a key whose last fields are ``(submit time, job id)`` and whose other
-fields depend only on the tenant, the priority and the size (``fair_order``'s quota test and
-dominant share) — the same for a whole partition.  So a pass computes each partition's key once
-and merges the partitions with a heap: the merged order is exactly
-``sorted(queue, key=policy.order)`` (ties on ``(submit time, job id)`` go by run index), at a
-cost of ``O(P log P)`` for ``P`` partitions plus ``O(log P)`` per run the pass looks at, not
-``O(Q log Q)`` for a queue of ``Q``.  A pass may drop a whole partition once one of its runs
-failed to place: the others have the same shape and size.
+affinity), each partition sorted by ``rank + (submit time, job id, run index)``.  Every
+registered policy orders runs by a key ``prefix + rank + (submit time, job id)`` whose prefix
+depends only on the tenant, the priority and the size (``fair_order``'s quota test and dominant
+share) — the same for a whole partition — and whose ``rank`` is the run's own class
+(:attr:`JobRun.rank`): empty for most policies, set by a *ranker* for the ranking policies
+(``sjf``'s estimate, ``las``' queue and the time the run entered it).  A ranker
+(:meth:`QueueIndex.rank_with`) computes the rank as a run joins the queue; a rank that changes
+while the run waits (an ``las`` promotion) is re-keyed with :meth:`QueueIndex.rekey`.  So a pass
+computes each partition's key once and merges the partitions with a heap: the merged order is
+exactly ``sorted(queue, key=policy.order)`` (ties on ``(submit time, job id)`` go by run
+index), at a cost of ``O(P log P)`` for ``P`` partitions plus ``O(log P)`` per run the pass
+looks at, not ``O(Q log Q)`` for a queue of ``Q``.  A pass may drop a whole partition once one
+of its runs failed to place: the others have the same shape and size.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from sortedcontainers import SortedList
@@ -29,6 +34,9 @@ def partition_of(run: JobRun) -> tuple:
 
 
 def _entry(run: JobRun) -> tuple:
+    rank = run.rank
+    if rank:
+        return rank + (run.spec.submit_s, run.spec.job_id, run.idx)
     return (run.spec.submit_s, run.spec.job_id, run.idx)
 
 
@@ -52,6 +60,10 @@ class QueueIndex:
     [1, 2, 0]
     """
 
+    ranker = None
+    """``ranker(run) -> tuple``: a run's rank as it joins the queue (a ranking policy's,
+    :meth:`rank_with`), or ``None``: no rank."""
+
     def __init__(self):
         self.parts: dict[tuple, SortedList] = {}
         self._size = 0
@@ -70,6 +82,10 @@ class QueueIndex:
         return self._size
 
     def add(self, run: JobRun) -> None:
+        if self.ranker is not None:
+            run.rank = self.ranker(run)
+        elif run.rank:
+            run.rank = ()
         key = partition_of(run)
         entry = _entry(run)
         part = self.parts.get(key)
@@ -103,6 +119,21 @@ class QueueIndex:
             self.firsts[key] = part[0]
             self._dirty.add(key)
 
+    def rank_with(self, ranker, queued) -> None:
+        """Rank the runs that join the queue from now with ``ranker(run) -> tuple`` (``None``:
+        no rank), and re-rank the ``queued`` runs now."""
+        queued = list(queued)
+        for run in queued:
+            self.remove(run)
+        self.ranker = ranker
+        for run in queued:
+            self.add(run)
+
+    def rekey(self, run: JobRun) -> None:
+        """Rank queued ``run`` again (its rank changed while it waited)."""
+        self.remove(run)
+        self.add(run)
+
     def ordered(self, order, ctx, runs: list[JobRun]) -> Ordered:
         """The queued runs in ``order(run, ctx)`` order, keys frozen as they are now."""
         return Ordered(self, self._refresh(order, ctx, runs), runs)
@@ -110,7 +141,7 @@ class QueueIndex:
     def first(self, order, ctx, runs: list[JobRun]) -> JobRun | None:
         """The run an :meth:`ordered` walk would yield first (``None`` if the queue is empty)."""
         front = self._refresh(order, ctx, runs)
-        return runs[front[0][0][-1]] if front else None
+        return runs[front[0][0][-1]] if front else None  # an entry ends with the run index
 
     def _refresh(self, order, ctx, runs: list[JobRun]) -> SortedList:
         """The front, current for ``order`` and ``ctx``."""
@@ -134,11 +165,18 @@ class QueueIndex:
                 front.remove(old)
             first = self.firsts.get(key)
             if first is not None:
-                prefix = order(runs[first[2]], ctx)[:-2]
+                # the order key less its per-run tail (rank, submit time, job id): the entry
+                # holds that tail and the run index
+                full = order(runs[first[-1]], ctx)
+                prefix = full[:len(full) - len(first) + 1]
                 item = front_of[key] = (prefix + first, key, len(prefix))
                 front.add(item)
         self._dirty = set()
         return front
+
+
+SKIP, WAIT, STOP = 0, 1, 2
+"""What a caller of :meth:`Ordered.wait_through` says of a run."""
 
 
 class Ordered:
@@ -156,31 +194,122 @@ class Ordered:
         self.runs = runs
         self.front = front
         self.dropped: set[tuple] = set()
+        self._heap: list = []  # partitions moved past their first run, by their next run
+        self._at = self._nxt = None  # the item last yielded, and the front's next (a walk's)
 
     def drop(self, key: tuple) -> None:
         """Skip the rest of partition ``key`` in this walk."""
         self.dropped.add(key)
 
+    def wait_through(self, waiting: set, verdict, limit: int) -> list[JobRun]:
+        """Go on from the run last yielded without yielding, while the next run belongs to a
+        partition in ``waiting``: ``verdict(run)`` is :data:`SKIP` (pass over it), :data:`WAIT`
+        (pass over it and return it) or :data:`STOP` (stop before it: the walk yields it
+        next); at most ``limit`` runs are returned.  The order is the walk's own.
+
+        The runs of one partition that come one after another are read off its sorted list
+        (the heap is left alone until another partition's run comes first)."""
+        at, self._at = self._at, None
+        if at is None:
+            return []
+        heap, parts, runs, dropped, nxt = self._heap, self.index.parts, self.runs, \
+            self.dropped, self._nxt
+        full, key, n = at
+        if key not in dropped:  # what the walk does after a yield: the partition goes on
+            part = parts.get(key)
+            after = _after(part, full[n:]) if part is not None else None
+            if after is not None:
+                heapq.heappush(heap, (full[:n] + after, key, n))
+        walked: list[JobRun] = []
+        while heap and len(walked) < limit:
+            top = heap[0]
+            if nxt is not None and nxt < top:
+                break  # a partition not walked yet comes first
+            full, key, n = top
+            if key in dropped:
+                heapq.heappop(heap)
+                continue
+            if key not in waiting:
+                break
+            heapq.heappop(heap)
+            # this partition's runs, from this one on, until another partition's comes first
+            bound = heap[0] if heap and (nxt is None or heap[0] < nxt) else nxt
+            prefix = full[:n]
+            tail = None  # None: no bound inside this partition
+            if bound is not None:
+                if prefix == bound[0][:n]:
+                    tail = bound[0][n:]
+                elif not prefix < bound[0][:n]:
+                    tail = ()  # (cannot happen: this run came first) stop at once
+            entry = full[n:]
+            # the sorted list's sublists, read from the first entry after this one on (the
+            # partition does not change while the verdicts are given)
+            part = parts.get(key)
+            lists = part._lists if part is not None else []
+            pos = bisect_right(part._maxes, entry) if part is not None else 0
+            sub = lists[pos] if pos < len(lists) else []
+            j = bisect_right(sub, entry) - 1
+            stopped = False
+            while len(walked) < limit:
+                run = runs[entry[-1]]
+                v = verdict(run)
+                if v == STOP:
+                    stopped = True
+                    break
+                if v == WAIT:
+                    walked.append(run)
+                j += 1  # the partition's next run
+                if j >= len(sub):
+                    pos += 1
+                    if pos >= len(lists):
+                        entry = None
+                        break
+                    sub, j = lists[pos], 0
+                entry = sub[j]
+                if tail is not None and not entry < tail:
+                    break
+            if entry is not None:
+                heapq.heappush(heap, (prefix + entry, key, n))
+            if stopped:
+                break
+        return walked
+
     def __iter__(self) -> Iterator[tuple[tuple, JobRun]]:
         parts, runs, front, dropped = self.index.parts, self.runs, self.front, self.dropped
         heap: list = []
-        i, n_front = 0, len(front)
+        self._heap = heap
+        ahead = iter(front)  # nothing re-keys the front during a walk
+        nxt = next(ahead, None)
         while True:
-            if i < n_front and (not heap or front[i] < heap[0]):
-                full, key, n = front[i]
-                i += 1
+            if nxt is not None and (not heap or nxt < heap[0]):
+                at = nxt
+                nxt = next(ahead, None)
             elif heap:
-                full, key, n = heapq.heappop(heap)
+                at = heapq.heappop(heap)
             else:
                 return
+            full, key, n = at
             if key in dropped:
                 continue
+            self._at, self._nxt = at, nxt  # what wait_through goes on from
             entry = full[n:]
-            yield key, runs[entry[2]]
-            if key in dropped:
-                continue
+            yield key, runs[entry[-1]]
+            if self._at is None or key in dropped:
+                continue  # wait_through went on from it (or the partition was dropped)
             part = parts.get(key)
             if part is not None:
-                j = part.bisect_right(entry)
-                if j < len(part):
-                    heapq.heappush(heap, (full[:n] + part[j], key, n))
+                after = _after(part, entry)
+                if after is not None:
+                    heapq.heappush(heap, (full[:n] + after, key, n))
+
+
+def _after(part: SortedList, entry: tuple) -> tuple | None:
+    """The first entry of ``part`` after ``entry`` (``None``: none is), read from the sorted
+    list's sublists without its positional index (``bisect_right`` and ``[j]`` each build a
+    position, which a walk does not need)."""
+    maxes = part._maxes
+    pos = bisect_right(maxes, entry)
+    if pos == len(maxes):
+        return None
+    sub = part._lists[pos]
+    return sub[bisect_right(sub, entry)]

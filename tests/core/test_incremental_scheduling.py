@@ -103,16 +103,17 @@ def test_preemption_frees_whole_nodes_for_a_gang_of_whole_nodes():
     # 4 nodes, each with an old 5-GPU gang (a-d) and a young 3-GPU gang (e, f, g, k), all of
     # priority 0.  By GPU count the cheapest set is the four young gangs plus d (17 GPUs), which
     # frees node 3 and 3 GPUs on each other node: no room for h (16 GPUs = two whole nodes).
-    # The cheapest two nodes are those whose old gang is youngest, nodes 3 and 2: exactly
-    # d, k, c and g are evicted.
+    # At 1.5 h every gang checkpointed at 1 h (plus its start): the later a gang started, the
+    # less it loses.  The cheapest two nodes are those whose old gang is youngest, nodes 3
+    # and 2: exactly d, k, c and g are evicted.
     old = [at(i, job(gpus=5, hours=10, name=n)) for i, n in enumerate("abcd")]
     young = [at(10 + i, job(gpus=3, hours=10, name=n)) for i, n in enumerate("efgk")]
-    h = at(HOUR, job(gpus=16, hours=1, priority=10, name="h"))
+    h = at(1.5 * HOUR, job(gpus=16, hours=1, priority=10, name="h"))
     e = run_engine(small_plan(4), workload(*old, *young, h), policy="default", until_h=0.01)
     g = by_name(e)
     assert [nodes(g[n]) for n in "abcdefgk"] == [[0], [1], [2], [3], [0], [1], [2], [3]]
-    e.run_until(1.1 * HOUR)
-    assert g["h"].first_start == pytest.approx(HOUR)
+    e.run_until(1.6 * HOUR)
+    assert g["h"].first_start == pytest.approx(1.5 * HOUR)
     assert sorted(nodes(g["h"])) == [2, 3]
     assert preempted(e) == {"c": 1, "d": 1, "g": 1, "k": 1}
 

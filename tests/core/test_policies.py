@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -437,22 +439,32 @@ def test_a_gang_younger_than_ten_minutes_is_not_preempted():
     assert e.runs[0].state == RUNNING and e.runs[1].state == QUEUED
 
 
-def test_gangs_are_preempted_only_for_a_gang_that_then_runs():
+@pytest.fixture
+def compact(monkeypatch) -> str:
+    """The name of a policy as ``default`` but compact (``Policy.compact``): a gang never
+    starts across the domains its affinity names, and victims are sought within one."""
+    monkeypatch.setitem(REGISTRY, "default-compact",
+                        replace(REGISTRY["default"], name="default-compact", compact=True))
+    return "default-compact"
+
+
+def test_gangs_are_preempted_only_for_a_gang_that_then_runs(compact):
     # pods of two nodes: l1 (node 0, pod 0) and l2 (node 2, pod 1) are the lowest priority; a
-    # 16-GPU gang that must stay in one pod cannot use their two nodes
+    # 16-GPU gang that must stay in one pod (a compact policy) cannot use their two nodes
     wl = workload(job(gpus=8, hours=10, name="l1"),
                   job(gpus=8, hours=10, priority=5, name="m1", submit_h=0.01),
                   job(gpus=8, hours=10, name="l2", submit_h=0.02),
                   job(gpus=8, hours=10, priority=5, name="m2", submit_h=0.03),
                   job(gpus=16, hours=1, submit_h=1.5, priority=10, affinity="pod", name="h"))
-    e = run_engine(small_plan(4), wl, policy="default", until_h=0.05)
+    e = run_engine(small_plan(4), wl, policy=compact, until_h=0.05)
     assert [int(r.placement.nodes[0]) for r in e.runs[:4]] == [0, 1, 2, 3]
     e.run_until(2 * HOUR)
     l1, m1, l2, m2, high = e.runs
-    # both pods cost the same (priorities 0 and 5, 16 GPUs); pod 1's gangs are younger (less
-    # work lost), so l2 and m2 make room for h, which starts at once; m2 (priority 5) then
-    # evicts l1 (priority 0) and restarts on its node at the same instant.  Evicting l1 and l2
-    # (the two cheapest, but in different pods) would have left h waiting.
+    # both pods hold priorities 0 and 5; pod 1's gangs are younger (less work lost since their
+    # checkpoints), so l2 and m2 make room for h, which starts at once; m2 (priority 5) then
+    # evicts l1 (priority 0) and restarts on its node, after that instant (a gang preempted
+    # in an instant preempts nobody in it).  Evicting l1 and l2 (the two cheapest, but in
+    # different pods) would have left h waiting.
     assert {r.spec.name: r.preemptions for r in e.runs} == {
         "l1": 1, "m1": 0, "l2": 1, "m2": 1, "h": 0}
     assert start_h(high) == 1.5 and pods_spanned(e.state, high.placement) == 1
@@ -464,7 +476,7 @@ def test_gangs_are_preempted_only_for_a_gang_that_then_runs():
     assert e.counters["preemptions"] == 3
 
 
-def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_pod():
+def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_pod(compact):
     # as above: l1 + l2 (priority 0) sit in different pods, but l1 + m1 or l2 + m2 (priority
     # 0 and 5) fill a pod, so h (priority 10) can run at 1.5 h instead of waiting until 10 h
     wl = workload(job(gpus=8, hours=10, name="l1"),
@@ -472,10 +484,25 @@ def test_a_pod_affine_high_priority_gang_preempts_lower_priority_gangs_of_one_po
                   job(gpus=8, hours=10, name="l2", submit_h=0.02),
                   job(gpus=8, hours=10, priority=5, name="m2", submit_h=0.03),
                   job(gpus=16, hours=1, submit_h=1.5, priority=10, affinity="pod", name="h"))
-    e = run_engine(small_plan(4), wl, policy="default", until_h=2)
+    e = run_engine(small_plan(4), wl, policy=compact, until_h=2)
     high = e.runs[4]
     assert start_h(high) == 1.5
     assert pods_spanned(e.state, high.placement) == 1
+
+
+def test_the_default_policy_preempts_nobody_to_make_a_placement_compact():
+    # the same gangs under the default policy: h takes the two priority-0 gangs, l1 and l2,
+    # and starts across the two pods; the priority-5 gangs are not touched.  (Formerly it
+    # evicted l2 and m2 for a compact placement, and m2 then evicted l1: three preemptions.)
+    wl = workload(job(gpus=8, hours=10, name="l1"),
+                  job(gpus=8, hours=10, priority=5, name="m1", submit_h=0.01),
+                  job(gpus=8, hours=10, name="l2", submit_h=0.02),
+                  job(gpus=8, hours=10, priority=5, name="m2", submit_h=0.03),
+                  job(gpus=16, hours=1, submit_h=1.5, priority=10, affinity="pod", name="h"))
+    e = run_engine(small_plan(4), wl, policy="default", until_h=2)
+    l1, m1, l2, m2, high = e.runs
+    assert start_h(high) == 1.5 and pods_spanned(e.state, high.placement) == 2
+    assert (l1.preemptions, m1.preemptions, l2.preemptions, m2.preemptions) == (1, 0, 1, 0)
 
 
 def test_preemption_evicts_no_more_gangs_than_the_preemptor_needs():

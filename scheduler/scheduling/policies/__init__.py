@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.scheduling.policies import backfill, default, fair_share, fifo, topology_aware
+from scheduler.scheduling.policies import (
+    backfill,
+    default,
+    fair_share,
+    fifo,
+    las,
+    sjf,
+    slurm,
+    topology_aware,
+)
 from scheduler.scheduling.policies.base import Policy
 
 REGISTRY: dict[str, Policy] = {}
@@ -18,8 +27,10 @@ def register(policy: Policy) -> Policy:
     return policy
 
 
-for _module in (default, fifo, backfill, fair_share, topology_aware):
+for _module in (default, fifo, backfill, fair_share, topology_aware, slurm):
     register(_module.POLICY)
+for _policy in (*sjf.POLICIES, las.POLICY):  # research policies: shortest job, attained service
+    register(_policy)
 
 
 def get_policy(name: str, *, placement: str | None = None) -> Policy:
