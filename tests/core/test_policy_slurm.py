@@ -246,9 +246,13 @@ def test_without_a_memory_default_a_job_takes_its_nodes_whole_memory():
 # ------------------------------------------------------------------ the configuration
 def test_unmodelled_keys_are_named_in_one_warning_line():
     conf = parse_slurm_conf(ONE_PARTITION + "FairShareDampeningFactor=2\n"
-                            "SchedulerParameters=bf_interval=1,bf_busy_nodes\n")
+                            "SchedulerParameters=bf_interval=1,bf_busy_nodes\n"
+                            "SelectType=select/linear\nSlurmctldPort=6817\n")
     assert conf.warning() == ("slurm.conf: not modelled by the twin, so not applied: "
-                              "FairShareDampeningFactor, SchedulerParameters=bf_busy_nodes")
+                              "FairShareDampeningFactor, SchedulerParameters=bf_busy_nodes, "
+                              "SelectType=select/linear (the twin allocates as "
+                              "select/cons_tres)")
+    assert parse_slurm_conf("SelectType=select/cons_tres\n").warning() is None
     e = run(ONE_PARTITION + "FairShareDampeningFactor=2\n", [job(0, 0, 10, 8)])
     assert [x["text"] for x in e.kernel.events if x["kind"] == "config"] == [
         "slurm.conf: not modelled by the twin, so not applied: FairShareDampeningFactor"]
@@ -298,3 +302,86 @@ def test_the_slurm_policy_needs_a_configuration():
     with pytest.raises(ValueError, match="policy slurm needs the cluster's slurm.conf"):
         Engine(plan, Workload(jobs=(job(0, 0, 10, 8),), tenants=(Tenant("u", quota_gpus=0),)),
                policy="slurm")
+
+
+FULL = """\
+# every key the twin applies, with values that differ from Slurm's defaults
+PriorityType=priority/multifactor
+PriorityWeightAge=11
+PriorityWeightFairshare=12
+PriorityWeightJobSize=13
+PriorityWeightPartition=14
+PriorityWeightQOS=15
+PriorityWeightAssoc=16
+PriorityMaxAge=2-12
+PriorityDecayHalfLife=1:30:00
+PriorityCalcPeriod=3
+PriorityFavorSmall=YES
+PriorityFlags=NO_FAIR_TREE
+SchedulerType=sched/builtin
+SchedulerParameters=bf_interval=7,bf_window=90,bf_resolution=9,bf_max_job_test=77,\\
+bf_max_job_user=5,bf_continue,default_queue_depth=33,sched_interval=21,batch_sched_delay=0
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+PreemptExemptTime=00:05:00
+SelectTypeParameters=CR_Core_Memory
+DefMemPerGPU=1024
+AuthInfo=socket=/run/munge.socket,cred_expire=45
+NodeName=gpu[1-2] Gres=gpu:h100:4,gpu:a100:2 CPUs=32 RealMemory=1000
+NodeName=DEFAULT CPUs=8
+PartitionName=p1 Nodes=gpu1 PriorityTier=3 PriorityJobFactor=4 MaxTime=1-00:00:00 \\
+DefaultTime=30 Default=YES State=DOWN QOS=q PreemptMode=REQUEUE
+"""
+
+
+def test_every_applied_key_lands_in_its_field():
+    c = parse_slurm_conf(FULL)
+    assert c.weights == {"age": 11, "fairshare": 12, "jobsize": 13, "partition": 14,
+                         "qos": 15, "assoc": 16}
+    assert (c.max_age_s, c.decay_half_life_s, c.calc_period_s) == (216000.0, 5400.0, 180.0)
+    assert c.favor_small and not c.fair_tree and c.multifactor and not c.backfill
+    assert (c.bf_interval_s, c.bf_window_s, c.bf_resolution_s, c.bf_max_job_test,
+            c.bf_max_job_user, c.bf_continue, c.default_queue_depth, c.sched_interval_s,
+            c.batch_sched_delay_s) == (7.0, 5400.0, 9.0, 77, 5, True, 33, 21.0, 0.0)
+    assert (c.preempt_type, c.preempt_mode, c.preempt_exempt_time_s) == (
+        "preempt/partition_prio", "CANCEL", 300.0)
+    assert not c.memory_whole_node and c.def_mem and c.cred_expire_s == 45.0
+    assert [(n.name, n.gpus, n.cpus, n.real_memory_mb) for n in c.nodes] == [
+        ("gpu1", 6, 32, 1000.0), ("gpu2", 6, 32, 1000.0)]
+    [p] = c.partitions
+    assert (p.name, p.nodes, p.priority_tier, p.priority_job_factor, p.max_time_s,
+            p.default_time_s, p.default, p.up, p.qos, p.preempt_mode) == (
+        "p1", ("gpu1",), 3, 4, 86400.0, 1800.0, True, False, "q", "REQUEUE")
+    assert c.warning() is None
+
+
+def test_slurms_defaults_where_the_file_says_nothing():
+    c = parse_slurm_conf("")
+    assert (c.priority_type, c.max_age_s, c.decay_half_life_s, c.calc_period_s) == (
+        "priority/basic", 7 * 86400.0, 7 * 86400.0, 300.0)
+    assert (c.bf_interval_s, c.bf_window_s, c.bf_resolution_s, c.bf_max_job_test,
+            c.default_queue_depth, c.sched_interval_s, c.batch_sched_delay_s) == (
+        30.0, 86400.0, 60.0, 500, 100, 60.0, 3.0)
+    assert (c.preempt_type, c.preempt_mode, c.cred_expire_s) == ("preempt/none", "OFF", 120.0)
+    assert c.memory_whole_node and c.fair_tree and c.backfill and not c.favor_small
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("10", 600.0), ("10:30", 630.0), ("1:02:03", 3723.0), ("3-4", 273600.0),
+    ("3-4:05", 273900.0), ("3-4:05:06", 273906.0), ("INFINITE", None), ("UNLIMITED", None),
+])
+def test_slurm_times_read_as_slurm_conf_5_documents_them(text, seconds):
+    from scheduler.scheduling.slurm.conf import parse_time
+    assert parse_time(text) == seconds
+
+
+def test_the_qos_table_reads_every_column():
+    q = read_qos("Name|Priority|Preempt|PreemptMode|PreemptExemptTime|GraceTime|MaxWall\n"
+                 "low|1|||00:02:00|00:00:30|1:00:00\nhigh|9|low,mid|requeue|||\n"
+                 "mid|5||cluster|||\n")
+    assert (q["low"].priority, q["low"].preempt_exempt_time_s, q["low"].grace_time_s,
+            q["low"].max_wall_s) == (1, 120.0, 30.0, 3600.0)
+    assert (q["high"].preempt, q["high"].preempt_mode) == (("low", "mid"), "REQUEUE")
+    assert q["mid"].preempt_mode is None
+    with pytest.raises(SlurmConfError, match="QOS high preempts QOS mid, which is not"):
+        parse_slurm_conf("", qos=read_qos("Name|Priority|Preempt\nhigh|9|mid\n"))

@@ -163,7 +163,7 @@ _INERT = {k.lower() for k in (
     "JobAcctGatherType", "JobAcctGatherFrequency", "AccountingStorageType",
     "AccountingStorageHost", "AccountingStoragePort",
     "AccountingStorageTRES", "AccountingStoreFlags", "JobCompType", "JobCompLoc", "MailProg",
-    "GresTypes", "SelectType", "TopologyPlugin", "KillWait", "InactiveLimit", "MinJobAge",
+    "GresTypes", "TopologyPlugin", "KillWait", "InactiveLimit", "MinJobAge",
     "Waittime", "SlurmctldTimeout", "SlurmdTimeout", "MessageTimeout", "TCPTimeout",
     "PluginDir", "Epilog", "Prolog", "PrologFlags", "LaunchParameters", "SrunPortRange",
     "DebugFlags", "HealthCheckProgram", "HealthCheckInterval", "MaxJobCount", "FirstJobId",
@@ -224,7 +224,7 @@ def _lines(text: str) -> list[tuple[int, str]]:
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].rstrip()
         if pending:
-            line = pending + " " + line.strip()
+            line = pending + line.strip()  # Slurm joins a continued line as it is
         else:
             first = no
         if line.endswith("\\"):
@@ -325,6 +325,9 @@ def _apply(key: str, value: str, kw: dict, unmodelled: list[str]) -> None:
         kw["select_params"] = frozenset(p.strip().upper() for p in value.split(",") if p)
     elif k in ("defmempercpu", "defmempernode", "defmempergpu"):
         kw["def_mem"] = True
+    elif k == "selecttype":
+        if value not in ("select/cons_tres", "select/cons_res"):
+            unmodelled.append(f"SelectType={value} (the twin allocates as select/cons_tres)")
     elif k == "authinfo":
         m = re.search(r"cred_expire=(\d+)", value)
         if m:
