@@ -4,7 +4,8 @@ Every case runs a handful of jobs on 4 nodes of 8 GPUs with physics and failures
 job runs exactly its duration; the expected starts are worked out by hand in each docstring.
 slurmctld never starts a batch job at its submission: the background loop or the backfill
 agent does, at their next poll, half a second later here (``TICK_PHASE_S``; submissions are
-on whole seconds); a job's end starts the next job at once.
+on whole seconds); a job's end starts the next job once its nodes have completed, half a
+second later (``COMPLETE_S``: the batch step's exit and the epilog).
 """
 
 from __future__ import annotations
@@ -65,10 +66,11 @@ def test_backfill_fills_a_hole_only_with_jobs_that_delay_no_reservation():
     j0's limit (120 s).  j2 (8 GPUs, limit 60) fits the hole and ends by its limit before
     120 s: backfilled at its submission (2 s).  j3 (8 GPUs, limit 180) would still run at
     120 s: it waits behind j1.  Each starts at the poll after its submission (j0 at 0.5 s,
-    j2 at 2.5 s); j0 really ends at 100.5 s, so j1 starts then and j3 when j1 ends."""
+    j2 at 2.5 s); j0 really ends at 100.5 s, so j1 starts once its nodes have completed
+    (101 s) and j3 likewise after j1."""
     e = run(ONE_PARTITION, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
                             job(2, 2, 10, 8, limit=60), job(3, 3, 30, 8, limit=180)])
-    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 2.5, "j3": 110.5}
+    assert starts(e) == {"j0": 0.5, "j1": 101.0, "j2": 2.5, "j3": 111.5}
     assert e.scheduler.mechanics.counters["backfill_started"] == 1
 
 
@@ -87,7 +89,7 @@ def test_without_backfill_nothing_passes_a_blocked_job():
     conf = ONE_PARTITION.replace("SchedulerType=sched/backfill", "SchedulerType=sched/builtin")
     e = run(conf, [job(0, 0, 100, 16, limit=120), job(1, 1, 10, 32, limit=60),
                    job(2, 2, 10, 8, limit=60)])
-    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 110.5}
+    assert starts(e) == {"j0": 0.5, "j1": 101.0, "j2": 111.5}
 
 
 def test_backfill_is_conservative_every_waiting_job_keeps_its_reservation():
@@ -98,7 +100,7 @@ def test_backfill_is_conservative_every_waiting_job_keeps_its_reservation():
     delay j2.  Slurm's backfill keeps every reservation: j3 starts when j2 ends, at 260 s."""
     e = run(ONE_PARTITION, [job(0, 0, 100, 24, limit=100), job(1, 1, 60, 16, limit=60),
                             job(2, 2, 100, 32, limit=100), job(3, 3, 10, 8, limit=200)])
-    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 160.5, "j3": 260.5}
+    assert starts(e) == {"j0": 0.5, "j1": 101.0, "j2": 161.5, "j3": 262.0}
 
 
 # ------------------------------------------------------------------ partitions and priority
@@ -112,7 +114,7 @@ def test_a_higher_partition_tier_goes_first_whatever_its_submit_time():
     e = run(TWO_TIERS, [job(0, 0, 50, 32, limit=60, partition="low"),
                         job(1, 1, 10, 32, limit=60, partition="low"),
                         job(2, 2, 10, 32, limit=60, partition="high")])
-    assert starts(e) == {"j0": 0.5, "j1": 60.5, "j2": 50.5}
+    assert starts(e) == {"j0": 0.5, "j1": 61.5, "j2": 51.0}
 
 
 MULTIFACTOR = ONE_PARTITION + ("PriorityType=priority/multifactor\nPriorityWeightJobSize=1000\n"
@@ -127,9 +129,9 @@ def test_job_size_favours_large_jobs_by_nodes_and_cpus_not_gpus():
     jobs = [job(0, 0, 50, 16, limit=60), job(9, 0, 500, 16, limit=600),
             job(1, 1, 10, 8, per=8, limit=60), job(2, 2, 10, 8, per=4, limit=60)]
     e = run(MULTIFACTOR, jobs)
-    assert (starts(e)["j2"], starts(e)["j1"]) == (50.5, 60.5)
+    assert (starts(e)["j2"], starts(e)["j1"]) == (51.0, 61.5)
     e = run(MULTIFACTOR + "PriorityFavorSmall=YES\n", jobs)
-    assert (starts(e)["j1"], starts(e)["j2"]) == (50.5, 60.5)
+    assert (starts(e)["j1"], starts(e)["j2"]) == (51.0, 61.5)
 
 
 def test_age_is_counted_from_eligibility_and_caps_at_max_age():
@@ -143,10 +145,10 @@ def test_age_is_counted_from_eligibility_and_caps_at_max_age():
     jobs = [job(0, 0, 100, 32, limit=120), job(1, 1, 10, 16, per=8, limit=60),
             job(2, 40, 10, 32, per=8, limit=60)]
     e = run(conf, jobs)
-    assert starts(e) == {"j0": 0.5, "j1": 100.5, "j2": 110.5}
+    assert starts(e) == {"j0": 0.5, "j1": 101.0, "j2": 111.5}
     # with no age weight the larger job goes first
     e = run(conf.replace("PriorityWeightAge=1000", "PriorityWeightAge=0"), jobs)
-    assert starts(e) == {"j0": 0.5, "j1": 110.5, "j2": 100.5}
+    assert starts(e) == {"j0": 0.5, "j1": 111.5, "j2": 101.0}
 
 
 def test_fair_share_puts_the_heavier_user_behind():
@@ -159,11 +161,11 @@ def test_fair_share_puts_the_heavier_user_behind():
                             "PriorityCalcPeriod=1\nPriorityDecayHalfLife=0\n")
     jobs = [job(0, 0, 100, 32, limit=120, user="a"), job(1, 5, 10, 32, limit=60, user="a"),
             job(2, 6, 10, 32, limit=60, user="b")]
-    expected = {"j0": 0.5, "j1": 110.5, "j2": 100.5}
+    expected = {"j0": 0.5, "j1": 111.5, "j2": 101.0}
     assert starts(run(conf, jobs)) == expected
     assert starts(run(conf + "PriorityFlags=NO_FAIR_TREE\n", jobs)) == expected
     fifo = conf.replace("PriorityWeightFairshare=1000", "PriorityWeightFairshare=0")
-    assert starts(run(fifo, jobs)) == {"j0": 0.5, "j1": 100.5, "j2": 110.5}
+    assert starts(run(fifo, jobs)) == {"j0": 0.5, "j1": 101.0, "j2": 111.5}
 
 
 # ------------------------------------------------------------------ preemption
@@ -177,11 +179,11 @@ def test_qos_preemption_requeues_the_victim_to_run_again_from_its_start():
     arrives at 20 s: at the next poll (20.5 s) j0 is killed and requeued, and j1 starts
     when j0's nodes are released, 1 s later (KILL_S), until 51.5 s.  j0 is eligible again
     10 + 1 s after its eviction (cred_expire + 1) but waits for j1 and reruns its whole
-    100 s from 51.5 s: it ends at 151.5 s."""
+    100 s once j1's nodes have completed, from 52 s: it ends at 152 s."""
     e = run(PREEMPT, [job(0, 0, 100, 32, limit=200, qos="normal"),
                       job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
     assert starts(e)["j1"] == 21.5
-    assert ends(e) == {"j0": 151.5, "j1": 51.5}
+    assert ends(e) == {"j0": 152.0, "j1": 51.5}
     assert e.scheduler.mechanics.counters["requeued"] == 1
 
 
@@ -238,7 +240,7 @@ def test_without_a_memory_default_a_job_takes_its_nodes_whole_memory():
                 "PartitionName=one Nodes=gpu1 Default=YES\n")
     jobs = [job(0, 0, 50, 4, per=4, limit=60), job(1, 1, 50, 4, per=4, limit=60)]
     e = run(one_node + "SelectTypeParameters=CR_Core_Memory\n", jobs)
-    assert starts(e) == {"j0": 0.5, "j1": 50.5}
+    assert starts(e) == {"j0": 0.5, "j1": 51.0}
     e = run(one_node + "SelectTypeParameters=CR_Core_Memory\nDefMemPerCPU=1000\n", jobs)
     assert starts(e) == {"j0": 0.5, "j1": 1.5}
 

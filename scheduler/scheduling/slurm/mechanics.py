@@ -49,6 +49,11 @@ TICK_PHASE_S = 0.5
 """Where in each second slurmctld's background loop (10 x 100 ms sleeps) and the backfill
 agent's idle poll (1 s) fall: their phase is slurmctld's start time, unknown to a replay, so the
 middle of the second (a submission waits half a second on average)."""
+COMPLETE_S = 0.5
+"""Seconds a job's nodes stay completing after its work ends (the batch step's exit, slurmd's
+completion message, the epilog) before another job may start there: real Slurm's end-to-next-
+start gap on emulated nodes (``docs/validation.md``: a gang ending at second ``e`` is followed
+at ``e`` or ``e + 1``)."""
 TIME_LIMIT_TICK_S = 30.0
 """slurmctld checks time limits every ``PERIODIC_TIMEOUT`` (30 s): a job runs on past its
 limit until the next check."""
@@ -125,10 +130,20 @@ class SlurmMechanics:
         pass
 
     def on_release(self, run: JobRun) -> None:
-        """A running job ended or was stopped: slurmctld runs schedule() when its epilog
-        completes (at once here; after a preemption's kill, see
-        :data:`~scheduler.scheduling.slurm.preemption.KILL_S`)."""
-        self.ended = True
+        """A running job ended or was stopped: its nodes complete (no job starts on them)
+        for :data:`COMPLETE_S` (after a preemption's kill,
+        :data:`~scheduler.scheduling.slurm.preemption.KILL_S`), then slurmctld runs
+        schedule() as the epilog-complete message arrives."""
+        if run.placement is None or run.idx not in self.rec:
+            self.ended = True
+            return
+        done = self.ctx.now + COMPLETE_S
+        nodes = run.placement.nodes
+        self.completing[nodes] = np.maximum(self.completing[nodes], done)
+        if COMPLETE_S > 0:
+            self.ctx.schedule(done, Kind.BACKFILL, ("killed",))
+        else:
+            self.ended = True
 
     # ----------------------------------------------------------------- set-up
     def _partitions(self, n: int) -> dict[str, np.ndarray]:

@@ -89,6 +89,20 @@ class NodeSpace:
                else int(np.searchsorted(self.times, t + duration, side="left")))
         return self.free[k:max(end, k + 1)].min(axis=0)
 
+    def blocked_over(self, t: float, duration: float) -> np.ndarray:
+        """Per node: whether a reservation withholds it at any time in ``[t, t + duration)``.
+
+        >>> space = NodeSpace(0.0, np.array([8, 8]), resolution=1.0)
+        >>> space.reserve(50.0, 10.0, np.array([1]))
+        >>> space.blocked_over(0.0, 40.0).tolist(), space.blocked_over(0.0, 60.0).tolist()
+        ([False, False], [False, True])
+        """
+        times = self.times
+        k = max(0, int(np.searchsorted(times, t, side="right")) - 1)
+        end = (len(times) if not math.isfinite(duration)
+               else int(np.searchsorted(times, t + duration - 1e-9, side="left")))
+        return self.blocked[k:max(end, k + 1)].any(axis=0)
+
     def fits(self, need: np.ndarray, duration: float) -> np.ndarray:
         """Slots x nodes: whether the node has ``need[node]`` GPUs free over the whole of
         ``[slot start, slot start + duration)`` (a job starting at that slot fits there).
