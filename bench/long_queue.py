@@ -28,31 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.scheduler_cpu import scheduler_cpu
 from scheduler import simulate
 
 TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "philly" / "philly.csv"
 SIZES = (5_000, 10_000, 20_000, 41_000, 82_247)
-
-
-def scheduler_cpu() -> list[float] | None:
-    """Count the CPU seconds spent in scheduling passes (``Scheduler.run``) from now on, in
-    the returned one-item list; ``None`` where the tree has no such method."""
-    try:
-        from scheduler.scheduling import passes
-        original = passes.Scheduler.run
-    except (ImportError, AttributeError):
-        return None
-    spent = [0.0]
-
-    def run(self):
-        started = time.process_time()
-        try:
-            return original(self)
-        finally:
-            spent[0] += time.process_time() - started
-
-    passes.Scheduler.run = run
-    return spent
 
 
 def subsets(trace: Path, sizes, folder: Path) -> list[tuple[int, Path, float]]:

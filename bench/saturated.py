@@ -19,31 +19,11 @@ import time
 import numpy as np
 from tqdm import tqdm
 
+from bench.scheduler_cpu import scheduler_cpu
 from scheduler.report import build_report
 from scheduler.simulate import Scenario
 
 TARGET_DPS = 10_000.0
-
-
-def scheduler_cpu() -> list[float] | None:
-    """Count the CPU seconds spent in scheduling passes (``Scheduler.run``) from now on, in
-    the returned one-item list; ``None`` where the tree has no such method (older commits)."""
-    try:
-        from scheduler.scheduling import passes
-        original = passes.Scheduler.run
-    except (ImportError, AttributeError):
-        return None
-    spent = [0.0]
-
-    def run(self):
-        started = time.process_time()
-        try:
-            return original(self)
-        finally:
-            spent[0] += time.process_time() - started
-
-    passes.Scheduler.run = run
-    return spent
 
 
 def main() -> None:

@@ -49,7 +49,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.slurm.conftest import SBIN, Munge, free_ports, gres_conf, stop, tail, which
+from tests.slurm.conftest import (
+    SBIN,
+    Munge,
+    daemon_conf,
+    free_ports,
+    gres_conf,
+    stop,
+    tail,
+    which,
+)
 
 NODES = 4
 GPUS_PER_NODE = 8
@@ -347,23 +356,7 @@ def cluster_conf(root: Path, munge: Munge, scenario: Scenario, ports: list[int],
     ctld, slurmd, *nodes = ports
     return f"""\
 # tests/slurm/agreement.py, scenario {scenario.name}
-ClusterName={cluster}
-SlurmctldHost=localhost
-AuthType=auth/munge
-AuthInfo=socket={munge.socket}
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort={ctld}
-SlurmdPort={slurmd}
-StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool/%n
-SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/spool/%n/slurmd.pid
-SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
+{daemon_conf(root, munge, cluster, ctld, slurmd)}
 DebugFlags=Priority
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none

@@ -197,20 +197,12 @@ class Slurm:
         return {n["name"]: n for n in json.loads(self.run("sinfo", "--json"))["nodes"]}
 
 
-def slurm_conf(root: Path, munge: Munge, node_lines: list[dict[str, str]],
-               ports: list[int]) -> tuple[str, list[str]]:
-    """``slurm.conf`` text and the node names, one ``NodeName`` line per node."""
-    ctld_port, slurmd_port, *node_ports = ports
-    lines, names = [], []
-    for line in node_lines:
-        rest = " ".join(f"{k}={v}" for k, v in line.items() if k != "NodeName")
-        for host in expand(line["NodeName"]):
-            lines.append(f"NodeName={host} NodeHostname=localhost NodeAddr=127.0.0.1 "
-                         f"Port={node_ports[len(names)]} {rest}")
-            names.append(host)
-    conf = f"""\
-# written by tests/slurm/conftest.py around the exported slurm-nodes.conf
-ClusterName=twintest
+def daemon_conf(root: Path, munge: Munge, cluster: str, ctld_port: int,
+                slurmd_port: int) -> str:
+    """The ``slurm.conf`` lines of a test Slurm's daemons: its name, munge, users, ports and
+    the state, spool, pid and log files under ``root``."""
+    return f"""\
+ClusterName={cluster}
 SlurmctldHost=localhost
 AuthType=auth/munge
 AuthInfo=socket={munge.socket}
@@ -226,7 +218,23 @@ SlurmdPidFile={root}/spool/%n/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
 SlurmdLogFile={root}/log/slurmd-%n.log
 SlurmctldDebug=info
-SlurmdDebug=info
+SlurmdDebug=info"""
+
+
+def slurm_conf(root: Path, munge: Munge, node_lines: list[dict[str, str]],
+               ports: list[int]) -> tuple[str, list[str]]:
+    """``slurm.conf`` text and the node names, one ``NodeName`` line per node."""
+    ctld_port, slurmd_port, *node_ports = ports
+    lines, names = [], []
+    for line in node_lines:
+        rest = " ".join(f"{k}={v}" for k, v in line.items() if k != "NodeName")
+        for host in expand(line["NodeName"]):
+            lines.append(f"NodeName={host} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                         f"Port={node_ports[len(names)]} {rest}")
+            names.append(host)
+    conf = f"""\
+# written by tests/slurm/conftest.py around the exported slurm-nodes.conf
+{daemon_conf(root, munge, "twintest", ctld_port, slurmd_port)}
 TopologyPlugin=topology/tree
 GresTypes=gpu
 SelectType=select/cons_tres

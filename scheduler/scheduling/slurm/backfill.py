@@ -26,15 +26,11 @@ def cycle(m) -> None:
     """One backfill cycle over the plan of running jobs' limits and reservations."""
     conf, now = m.conf, m.ctx.now
     m.counters["backfill_cycles"] += 1
-    space = NodeSpace(now, m.free_now(), resolution=conf.bf_resolution_s)
+    space = NodeSpace(now, m.state.node_gpus.size, resolution=conf.bf_resolution_s)
     whole_node = conf.memory_whole_node
-    completing = np.flatnonzero(m.completing > now)  # free again once their epilogs end
-    for node in completing.tolist():
-        space.release(m.completing[node], np.array([node]),
-                      np.array([m.state.node_free[node]]))
     # when running jobs end by their limits (and completing nodes come free): will-run's view
     ends = SortedList(key=lambda e: e[0])
-    for node in completing.tolist():
+    for node in np.flatnonzero(m.completing > now).tolist():
         ends.add((float(m.completing[node]), np.array([node]),
                   np.array([m.state.node_free[node]])))
     for run in m.jobs.running.values():
@@ -44,8 +40,6 @@ def cycle(m) -> None:
             continue
         p = run.placement
         counts = m.state.node_gpus[p.nodes] if whole_node else p.counts
-        space.release(max(now + conf.bf_resolution_s, rec.started + limit), p.nodes,
-                      counts)
         ends.add((rec.started + limit, p.nodes, counts))
     per_user: dict[str, int] = {}
     nowhere: set[tuple] = set()
@@ -85,48 +79,15 @@ def cycle(m) -> None:
             m.start(run, rec, placement)
             m.counters["backfill_started"] += 1
             m.s.counters["backfilled"] += 1
-            counts = (m.state.node_gpus[placement.nodes] if whole_node
-                      else placement.counts)
-            space.take(t, rec.limit, placement.nodes, counts)
             if math.isfinite(rec.limit):
+                counts = (m.state.node_gpus[placement.nodes] if whole_node
+                          else placement.counts)
                 ends.add((now + rec.limit, placement.nodes, counts))
         else:
             m.counters["reservations"] += 1
             if run.reserved_start is None:
                 run.reserved_start = t
             space.reserve(t, rec.limit, placement.nodes)
-
-
-def earliest(m, run: JobRun, rec, space: NodeSpace, mask: np.ndarray,
-             horizon: float) -> tuple[float, Placement] | None:
-    """The earliest slot (up to ``horizon``) where ``run`` fits for its whole time limit,
-    and the nodes it would take there; ``None`` if none does."""
-    s = m.state
-    need = m.need(rec)
-    whole, rem = run.gpus // rec.per, run.gpus % rec.per
-    full = space.fits(need, rec.limit) & mask
-    part = (space.fits(need if m.conf.memory_whole_node else np.full_like(need, rem),
-                       rec.limit) & mask) if rem else None
-    times = space.times
-    best = None
-    for model in run.models:
-        ok = full & s.model_mask[model]
-        good = ok.sum(axis=1) >= whole
-        if rem:
-            good &= (part & s.model_mask[model]).sum(axis=1) >= whole + 1
-        hits = np.flatnonzero(good)
-        if hits.size and times[hits[0]] <= horizon and (best is None or hits[0] < best[0]):
-            best = (int(hits[0]), model)
-    if best is None:
-        return None
-    k, model = best
-    # the slot's fitting nodes as free counts, for the same choice as a start now
-    free = np.where(full[k], need, 0)
-    if rem:
-        free = np.where(part[k] & ~full[k], rem if not m.conf.memory_whole_node
-                        else need, free)
-    placement = m.choose(run, rec, free, mask & s.model_mask[model])
-    return None if placement is None else (times[k], placement)
 
 
 def will_run(m, run: JobRun, rec, ends, space: NodeSpace, mask: np.ndarray,

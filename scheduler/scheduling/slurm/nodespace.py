@@ -1,16 +1,20 @@
-"""Slurm's backfill plan: free GPUs per node over future time slots (``node_space``).
+"""Slurm's backfill plan of reservations (``node_space``): which nodes each waiting job
+withholds, over future time slots.
 
-Rows are the slots' start times, columns the nodes; a running job gives its GPUs back at the
-end of its time limit (rounded up to ``bf_resolution``), and every job the backfill pass
-cannot start now reserves its nodes from its earliest start for its time limit.  A job
-starts now only where it delays no reservation made before it: Slurm's backfill is
-conservative, not EASY (every tested job that must wait gets a reservation inside
+Rows are the slots' start times, columns the nodes.  Every job a backfill cycle cannot start
+now reserves its nodes from its predicted start for its time limit, and a later job may use a
+node only where no reservation withholds it over the later job's whole limit: Slurm's backfill
+is conservative, not EASY (every tested job that must wait gets a reservation inside
 ``bf_window``), and a reservation withholds its nodes whole (node bitmaps, not GPU counts).
+When running jobs free their GPUs is will-run's question
+(:func:`scheduler.scheduling.slurm.backfill.will_run`), not this plan's.
 
->>> space = NodeSpace(0.0, np.array([8, 8]), resolution=1.0)
->>> space.release(10.0, np.array([0]), np.array([8]))   # a job on node 0 ends at 10 s
->>> space.free_over(0.0, 5.0).tolist(), space.free_over(10.0, 5.0).tolist()
-([8, 8], [16, 8])
+>>> space = NodeSpace(0.0, 2, resolution=1.0)
+>>> space.reserve(50.0, 10.0, np.array([1]))
+>>> space.blocked_over(0.0, 40.0).tolist(), space.blocked_over(0.0, 60.0).tolist()
+([False, False], [False, True])
+>>> space.times
+[0.0, 50.0, 60.0]
 """
 
 from __future__ import annotations
@@ -21,25 +25,23 @@ import numpy as np
 
 
 class NodeSpace:
-    """Free GPUs per node over time from ``now`` (slot 0) on.
+    """Reserved nodes over time from ``now`` (slot 0) on.
 
     Parameters
     ----------
     now : float
         The plan's start, s.
-    free : numpy.ndarray
-        GPUs usable now per node (0 for nodes nothing may use), int.
+    nodes : int
+        Nodes of the cluster.
     resolution : float
-        ``bf_resolution``, s: planned ends and starts are rounded up to it.
+        ``bf_resolution``, s: a reservation's end is rounded up to it.
     """
 
-    def __init__(self, now: float, free: np.ndarray, *, resolution: float):
+    def __init__(self, now: float, nodes: int, *, resolution: float):
         self.now = now
         self.resolution = resolution
         self.times = [now]
-        self.free = free.astype(np.int64)[None, :].copy()
-        # nodes withheld whole by a waiting job's reservation (node_space's bitmaps)
-        self.blocked = np.zeros_like(self.free, dtype=bool)
+        self.blocked = np.zeros((1, nodes), dtype=bool)
 
     def round_up(self, t: float) -> float:
         """``t`` on the resolution's grid (never before now)."""
@@ -55,73 +57,23 @@ class NodeSpace:
         if times[i] == t:
             return i
         times.insert(i + 1, t)
-        self.free = np.insert(self.free, i + 1, self.free[i], axis=0)
         self.blocked = np.insert(self.blocked, i + 1, self.blocked[i], axis=0)
         return i + 1
 
-    def release(self, t: float, nodes: np.ndarray, counts: np.ndarray) -> None:
-        """GPUs given back on ``nodes`` from ``t`` on (a running job's planned end)."""
-        t = self.round_up(t)
-        k = self._slot(t)
-        np.add.at(self.free[k:], (slice(None), nodes), counts)
-
-    def _span(self, t: float, duration: float) -> tuple[int, int]:
+    def reserve(self, t: float, duration: float, nodes: np.ndarray) -> None:
+        """``nodes`` withheld whole over ``[t, t + duration)`` for a waiting job."""
         k = self._slot(t)
         end = (self._slot(self.round_up(t + duration)) if math.isfinite(duration)
                else len(self.times))
-        return k, end
-
-    def take(self, t: float, duration: float, nodes: np.ndarray, counts: np.ndarray) -> None:
-        """``counts`` GPUs of ``nodes`` taken over ``[t, t + duration)`` (a job started now)."""
-        k, end = self._span(t, duration)
-        np.subtract.at(self.free[k:end], (slice(None), nodes), counts)
-
-    def reserve(self, t: float, duration: float, nodes: np.ndarray) -> None:
-        """``nodes`` withheld whole over ``[t, t + duration)`` for a waiting job: Slurm's
-        backfill reserves node bitmaps, so no later job shares a reserved node then."""
-        k, end = self._span(t, duration)
         self.blocked[k:end, nodes] = True
 
-    def free_over(self, t: float, duration: float) -> np.ndarray:
-        """The fewest GPUs free per node at any time in ``[t, t + duration)``."""
-        k = int(np.searchsorted(self.times, t, side="right")) - 1
-        end = (len(self.times) if not math.isfinite(duration)
-               else int(np.searchsorted(self.times, t + duration, side="left")))
-        return self.free[k:max(end, k + 1)].min(axis=0)
-
     def blocked_over(self, t: float, duration: float) -> np.ndarray:
-        """Per node: whether a reservation withholds it at any time in ``[t, t + duration)``.
-
-        >>> space = NodeSpace(0.0, np.array([8, 8]), resolution=1.0)
-        >>> space.reserve(50.0, 10.0, np.array([1]))
-        >>> space.blocked_over(0.0, 40.0).tolist(), space.blocked_over(0.0, 60.0).tolist()
-        ([False, False], [False, True])
-        """
+        """Per node: whether a reservation withholds it at any time in ``[t, t + duration)``."""
         times = self.times
         k = max(0, int(np.searchsorted(times, t, side="right")) - 1)
         end = (len(times) if not math.isfinite(duration)
                else int(np.searchsorted(times, t + duration - 1e-9, side="left")))
         return self.blocked[k:max(end, k + 1)].any(axis=0)
-
-    def fits(self, need: np.ndarray, duration: float) -> np.ndarray:
-        """Slots x nodes: whether the node has ``need[node]`` GPUs free over the whole of
-        ``[slot start, slot start + duration)`` (a job starting at that slot fits there).
-
-        >>> space = NodeSpace(0.0, np.array([8, 0]), resolution=1.0)
-        >>> space.release(10.0, np.array([1]), np.array([8]))
-        >>> space.fits(np.array([8, 8]), 5.0).tolist()
-        [[True, False], [True, True]]
-        """
-        times = np.asarray(self.times)
-        k = len(times)
-        bad = (self.free < need[None, :]) | self.blocked
-        first_bad = np.where(bad, np.arange(k)[:, None], k)
-        first_bad = np.minimum.accumulate(first_bad[::-1], axis=0)[::-1]
-        if math.isfinite(duration):
-            end = np.searchsorted(times, times + duration - 1e-9, side="left")
-        else:
-            end = np.full(k, k)
-        return first_bad >= end[:, None]
 
 
 def best_fit(nodes: np.ndarray, k: int, free_cpu: np.ndarray) -> np.ndarray | None:
