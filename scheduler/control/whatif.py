@@ -50,6 +50,9 @@ from scheduler.control.mirror import release_fork
 from scheduler.limits import checks
 from scheduler.limits.bounds import Bound, drill_params
 from scheduler.model.ledger import CATEGORIES, Ledger
+from scheduler.reliability.mirror_fit import ForkFailures, fork_failures
+from scheduler.reliability.profiles import DEFAULT as DEFAULT_PROFILE
+from scheduler.reliability.profiles import load_profile
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
 
@@ -246,20 +249,37 @@ def _delta(a, b):
     return None if a is None or b is None else _rounded(a - b)
 
 
-def _fork(engine, seed: int | None):
+def mirror_failures(engine) -> ForkFailures | None:
+    """What forks of a mirror draw (:func:`~scheduler.reliability.mirror_fit.fork_failures`:
+    the cluster's measured node failures once there are enough, else its chosen profile);
+    ``None`` for an engine that simulates (its forks draw what it draws)."""
+    book = engine.mirror
+    if book is None:
+        return None
+    chosen = load_profile(getattr(book, "profile", None) or DEFAULT_PROFILE)
+    return fork_failures(chosen, nodes_down=int(getattr(book, "nodes_down", 0)),
+                         node_hours=float(getattr(book, "node_hours", 0.0)))
+
+
+def _fork(engine, seed: int | None, failures: ForkFailures | None = None):
     """A copy of ``engine`` under ``seed``; a mirror's copy runs by itself (its scheduler and
-    failure processes released: :func:`scheduler.control.mirror.release_fork`)."""
+    failure processes released: :func:`scheduler.control.mirror.release_fork`), drawing
+    ``failures``."""
     fork = engine.fork(seed)
     if fork.mirror is not None:
+        if failures is not None:
+            fork.reliability.set_modes(failures.modes)
         release_fork(fork)
     return fork
 
 
-def one_seed(engine, action: dict | None, *, hours: float, seed: int) -> dict:
-    """The baseline and the action's copy of ``engine`` under ``seed``, ``hours`` on."""
-    act = _fork(engine, seed)
+def one_seed(engine, action: dict | None, *, hours: float, seed: int,
+             failures: ForkFailures | None = None) -> dict:
+    """The baseline and the action's copy of ``engine`` under ``seed``, ``hours`` on (a
+    mirror's copies draw ``failures``: :func:`mirror_failures`)."""
+    act = _fork(engine, seed, failures)
     applied = _plain(apply_action(act, action))
-    base = _fork(engine, seed)
+    base = _fork(engine, seed, failures)
     t0 = engine.now
     start = base.horizon_ledger()
     act.horizon_ledger()  # both copies' capacity books flushed at the same instant
@@ -276,6 +296,14 @@ def one_seed(engine, action: dict | None, *, hours: float, seed: int) -> dict:
     delta["gpu_hours_lost"] = _rounded(b["productive_gpu_hours"] - a["productive_gpu_hours"])
     return {"seed": seed, "applied": applied, "jobs_hit": hit, "baseline": b, "action": a,
             "delta": delta}
+
+
+def _policy_said(engine) -> str:
+    """The policy the copies schedule with, and where a ``slurm`` policy's rules come from."""
+    sched = engine.scheduler
+    name = sched.policy.name
+    conf = getattr(sched, "slurm_conf", None)
+    return f"{name} (the cluster's {conf.source})" if name == "slurm" and conf else name
 
 
 def _band(values: list) -> dict | None:
@@ -369,15 +397,19 @@ def whatif(engine, action: dict | None, *, hours: float, seeds: Sequence[int],
     hours = _hours(hours)
     seeds = seeds_check(seeds)
     action = action_check(action, engine)
+    failures = mirror_failures(engine)
     per_seed = []
     for i, seed in enumerate(seeds):
-        per_seed.append(one_seed(engine, action, hours=hours, seed=seed))
+        per_seed.append(one_seed(engine, action, hours=hours, seed=seed, failures=failures))
         if progress is not None:
             progress(i + 1, len(seeds))
     s = engine.state
     return {
         "from": {"t_sim": _rounded(engine.now, 3), "seed": engine.seed, "gpus": int(s.n_gpus),
-                 "nodes": int(engine.plan.n_nodes), "preset": engine.plan.preset or None},
+                 "nodes": int(engine.plan.n_nodes), "preset": engine.plan.preset or None,
+                 "cluster": engine.plan.name, "mirror": engine.mirror is not None,
+                 "policy": _policy_said(engine),
+                 "failures": None if failures is None else failures.report()},
         "action": action, "hours": hours, "seeds": seeds,
         "band": BAND if len(seeds) > 1 else "none (one seed)",
         "metrics": METRICS,

@@ -114,6 +114,16 @@ class FailureEngine:
             self.enabled = True
             self.redraw()
 
+    def set_modes(self, modes: tuple[FailureMode, ...]) -> None:
+        """Draw failures from ``modes`` from now on (a mirror's fork drawing the rates the
+        mirror measured); pending draws are dropped and, when enabled, drawn again."""
+        for handle in self._next.values():
+            handle.cancel()
+        self._next.clear()
+        self.modes = tuple(modes)
+        self.rngs = [self.ctx.rng("failures", k) for k in range(len(self.modes))]
+        self.start()
+
     def count_interruption(self, cause: str, *, planned: bool) -> None:
         """Count a training gang stopped by ``cause`` (here, or in a mirrored cluster)."""
         self.interruptions[cause] += 1

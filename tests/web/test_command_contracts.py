@@ -237,3 +237,15 @@ def test_collective_checks_its_json_path_first(tmp_path):
 ])
 def test_run_engine_refuses_a_bad_flag_with_one_line_and_exit_2(tmp_path, args, message):
     one_line_exit_2(cli(tmp_path, "run_engine", *args), message)
+
+
+@pytest.mark.parametrize("args", [["whatif", "--help"], ["mirror_check"], ["migrate"]])
+def test_a_command_without_usable_settings_says_so_in_one_line(tmp_path, args):
+    """Issue 26: ``whatif --help`` without ``SECRET_KEY`` printed an ImproperlyConfigured
+    traceback. Any command now names the setting in one line and exits 2."""
+    proc = subprocess.run([sys.executable, "manage.py", *args], capture_output=True, text=True,
+                          env={"DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
+                               "PATH": "/usr/bin:/bin"}, timeout=120)
+    one_line_exit_2(proc, "SECRET_KEY is the published development key")
+    assert proc.stderr.startswith(f"{args[0]}: settings: ")
+    assert not (tmp_path / "cli.sqlite3").exists()

@@ -120,6 +120,16 @@ class EngineDriver:
         return self.host.seed
 
     @property
+    def label(self) -> str:
+        """What the logs call the run: the cluster's name (a mirror's, an inventory's), else
+        the preset's."""
+        host = self.host
+        if host.plan is None:
+            return str(host.preset)
+        mirror = self.mirror is not None and _mirroring()
+        return f"{'mirror of ' if mirror else ''}cluster {host.plan.name}"
+
+    @property
     def inventory(self) -> str:
         return self.host.inventory
 
@@ -209,8 +219,13 @@ class EngineDriver:
         self.snapshots.begin()
         # drills posted while no engine ran are applied now, never left pending
         await self.commands.listen()
-        logger.info("live engine: %s (seed %d) at t=%.0f s, speed x%g%s", host.preset,
-                    host.seed, host.engine.now, pacer.speed, ", paused" if pacer.paused else "")
+        if self.mirror is not None and _mirroring():
+            logger.info("live engine: %s at t=%.0f s, on the wall clock", self.label,
+                        host.engine.now)
+        else:
+            logger.info("live engine: %s (seed %d) at t=%.0f s, speed x%g%s", self.label,
+                        host.seed, host.engine.now, pacer.speed,
+                        ", paused" if pacer.paused else "")
 
     async def _refuse_start(self, problem: str) -> None:
         await database_sync_to_async(services.live_state_health_set)(

@@ -49,8 +49,12 @@ def table_lines(report: dict) -> list[str]:
     action = report["action"]
     what = "no action" if action is None else json.dumps(action)
     several = len(report["seeds"]) > 1
-    out = [f"what-if from t={f['t_sim']:,.0f} s ({f['preset'] or 'cluster'}, {f['gpus']:,} "
+    where = (f"mirror of cluster {f['cluster']}" if f.get("mirror")
+             else f.get("cluster") or f["preset"] or "cluster")
+    out = [f"what-if from t={f['t_sim']:,.0f} s ({where}, {f['gpus']:,} "
            f"GPUs): {what}, {report['hours']:g} h, seeds {report['seeds']}",
+           f"scheduled by the {f.get('policy') or 'engine'} policy"
+           + (f"; failures: {f['failures']['why']}" if f.get("failures") else ""),
            f"means over the seeds; band: {report['band']}", ""]
     headers = ("figure", "baseline", "action", "delta") + (("delta band",) if several else ())
     rows = []
@@ -150,7 +154,7 @@ class Command(OneLineCommand):
                          "--preset NAME)")
         age = service.snapshot_age(snap, selectors.live_state_get())
         behind = age["behind_live_sim_s"]
-        out.write(f"forking snapshot #{snap.pk} of {snap.preset} (seed {snap.seed}) at "
+        out.write(f"forking snapshot #{snap.pk} of {self._run_name(snap)} at "
                   f"t={snap.t_sim:,.0f} s, written {age['age_s']:,.0f} s ago "
                   f"({timezone.localtime(snap.created_at):%Y-%m-%d %H:%M:%S})"
                   + ("" if behind is None else f", {behind:,.0f} simulated s behind the "
@@ -161,6 +165,13 @@ class Command(OneLineCommand):
         except Exception as exc:  # any corruption: zlib, pickle, a class that moved
             raise refuse(f"snapshot #{snap.pk} cannot be loaded ({type(exc).__name__}: "
                          f"{exc})") from None
+
+    @staticmethod
+    def _run_name(snap) -> str:
+        """What the snapshot ran: its cluster (an inventory's, a mirror's), else its preset."""
+        cluster = selectors.cluster_current() if snap.inventory else None
+        return f"cluster {cluster.name}" if cluster is not None \
+            else f"{snap.preset} (seed {snap.seed})"
 
     def _preset(self, opts, hours: float):
         warm = _number("--warm-hours", opts["warm_hours"])
