@@ -353,7 +353,6 @@ def fake_slurm(tmp_path, script: str) -> dict:
     ("echo 'slurm_load_node error: Unable to contact slurm controller' >&2; exit 1",
      "`sinfo --json` exited 1: slurm_load_node error: Unable to contact slurm controller"),
     ("echo not json", "`sinfo --json` did not print a JSON object with a list of nodes"),
-    ("echo '{\"nodes\": []}'", "`scontrol show topology` lists no switches"),
     (None, "sinfo not found"),
 ])
 def test_a_broken_slurm_gives_one_line_and_status_2(db, tmp_path, monkeypatch, script,
@@ -381,3 +380,80 @@ def test_command_line_errors_are_one_line_with_exit_status_2(tmp_path, args, mes
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert message in proc.stderr
+
+
+# ---------------------------------------------------------------- real clusters' variety (26)
+def slurm_nodes(tmp_path, monkeypatch, nodes: list[dict], topology: str = "") -> None:
+    """A stand-in Slurm whose ``sinfo --json`` lists ``nodes`` and whose ``scontrol show
+    topology`` prints ``topology`` (nothing: no topology plugin)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (tmp_path / "sinfo.json").write_text(json.dumps({"nodes": nodes}))
+    (folder / "sinfo").write_text(f"#!/bin/sh\ncat {tmp_path / 'sinfo.json'}\n")
+    (folder / "scontrol").write_text(f"#!/bin/sh\nprintf '{topology}'\n")
+    for name in ("sinfo", "scontrol"):
+        (folder / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+
+
+def lean(name: str, gres: str) -> dict:
+    return {"name": name, "gres": gres, "cpus": 32, "real_memory": 262144}
+
+
+def test_without_a_topology_plugin_the_cluster_is_imported_flat_with_a_warning(
+        db, tmp_path, monkeypatch, capsys):
+    slurm_nodes(tmp_path, monkeypatch, [lean(f"n{i:02d}", "gpu:h100_sxm:8") for i in range(20)])
+    call_command("import_inventory", "--from-slurm", "--name", "flat")
+    out = capsys.readouterr().out
+    assert "Imported flat from Slurm: 20 nodes, 160 accelerators, 3 switches" in out
+    assert "warning: `scontrol show topology` lists no switches" in out
+    assert "imported flat, an assumed topology of 2 leaf switch(es) of up to 16 nodes" in out
+    plan = cluster_plan_read(cluster=m.Cluster.objects.get(name="flat"))
+    assert plan.node_gpus.tolist() == [8] * 20
+    # lean nodes keep Slurm's CPUs and memory, not the catalog's node shape
+    assert set(m.Node.objects.values_list("cpu_cores", "ram_gb")) == {(32, 256.0)}
+
+
+def test_untyped_and_unknown_gres_offer_the_map_and_write_nothing(db, tmp_path, monkeypatch):
+    slurm_nodes(tmp_path, monkeypatch, [lean("a", "gpu:8"), lean("b", "gpu:a100:8"),
+                                        lean("c", "gpu:1g.10gb:7")])
+    lines = refused("--from-slurm", "--name", "x")
+    assert any("sinfo node a: untyped gpu:8 names no model: give --gres-map gpu=MODEL" in line
+               for line in lines), lines
+    assert any("sinfo node b: GRES type 'a100' is not a catalog model: give --gres-map "
+               "a100=MODEL" in line for line in lines), lines
+    assert any("sinfo node c: MIG slices gpu:1g.10gb:7 need the GPU they are cut from: give "
+               "--gres-map 1g.10gb=MODEL/SLICES" in line for line in lines), lines
+
+
+def test_the_gres_map_maps_types_untyped_gpus_and_mig_slices_and_is_kept(
+        db, tmp_path, monkeypatch):
+    slurm_nodes(tmp_path, monkeypatch,
+                [lean("a", "gpu:8"), lean("b", "gpu:a100:8,shard:32"),
+                 lean("c", "gpu:1g.10gb:14(S:0-1)")],
+                "SwitchName=s0 Level=0 Nodes=a,b,c\n")
+    call_command("import_inventory", "--from-slurm", "--name", "mapped", "--gres-map",
+                 "gpu=H100-SXM,A100=a100-sxm4-80gb,1g.10gb=A100-SXM4-80GB/7")
+    nodes = dict(m.Node.objects.values_list("hostname", "accelerator_count"))
+    models = dict(m.Node.objects.values_list("hostname", "accelerator_model__name"))
+    assert nodes == {"a": 8, "b": 8, "c": 2}
+    assert models == {"a": "H100-SXM", "b": "A100-SXM4-80GB", "c": "A100-SXM4-80GB"}
+    cluster = m.Cluster.objects.get(name="mapped")
+    assert cluster.gres_map == {"gpu": "H100-SXM", "a100": "A100-SXM4-80GB",
+                                "1g.10gb": "A100-SXM4-80GB/7"}
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("a100=V100", "GRES map entry a100=V100: give TYPE=MODEL with MODEL one of H100-SXM"),
+    ("1g.10gb=A100-SXM4-80GB/0", "the slices per GPU after / must be a whole number >= 1"),
+    ("a100", "GRES map entry a100=?"),
+])
+def test_a_bad_gres_map_is_one_line_and_the_admin_refuses_it_too(db, raw, message):
+    from django.core.exceptions import ValidationError
+    lines = refused("--from-slurm", "--name", "x", "--gres-map", raw)
+    assert len(lines) == 1 and message in lines[0]
+    cluster = m.Cluster(name="c", fabric_kind="fat-tree", gres_map=dict(
+        [raw.split("=", 1)] if "=" in raw else [(raw, "")]))
+    with pytest.raises(ValidationError) as err:
+        cluster.clean()
+    assert message in str(err.value)

@@ -116,3 +116,16 @@ def test_no_cluster_and_an_unknown_cluster(db, capsys, settings):
     with pytest.raises(CommandError) as err:
         call_command("mirror_check", "--cluster", "nope")
     assert err.value.returncode == 2 and "no such cluster" in str(err.value)
+
+
+def test_a_gres_type_unlike_the_inventory_model_fails_until_the_map_says_so(db, slurm,
+                                                                            capsys):
+    a100 = m.AcceleratorModel.objects.get(name="A100-SXM4-80GB")
+    m.Node.objects.filter(hostname="rec-n000004").update(accelerator_model=a100)
+    code, lines = check(capsys)
+    assert code == 1
+    assert any(line.startswith("FAIL") and "rec-n000004 (gpu:h100_sxm:8 is H100-SXM, the "
+               "inventory says A100-SXM4-80GB)" in line for line in lines), lines
+    m.Cluster.objects.filter(name="rec").update(gres_map={"h100_sxm": "A100-SXM4-80GB"})
+    code, lines = check(capsys)
+    assert any("rec-n000000 (gpu:h100_sxm:8 is A100-SXM4-80GB" in line for line in lines)

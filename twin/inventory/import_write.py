@@ -25,7 +25,7 @@ def _write(ok: Checked) -> Cluster:
     c = ok.cluster
     cluster = Cluster.objects.create(
         name=c["name"], preset=c["preset"], fabric_kind=c["fabric_kind"],
-        fabric_params={**c["fabric_params"], FREE_PORTS: free})
+        fabric_params={**c["fabric_params"], FREE_PORTS: free}, gres_map=c["gres_map"])
     sites = Site.objects.bulk_create(
         Site(cluster=cluster, name=s["name"], region=s["region"], pue=s["pue"])
         for s in ok.sites)

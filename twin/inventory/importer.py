@@ -102,6 +102,7 @@ class Inventory:
     nodes: list[Row] = field(default_factory=list)
     switches: list[Row] = field(default_factory=list)
     cables: list[Row] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the import assumed (printed)
 
 
 class InventoryError(Exception):
@@ -215,7 +216,8 @@ def _check_cluster(c: _Checker, inv: Inventory, replace: bool):
            "radix": c.integer(row, "radix", minimum=2),
            "port_gbps": c.number(row, "port_gbps"),
            "preset": c.text(row, "preset", required=False),
-           "fabric_params": row.data.get("fabric_params") or {}}
+           "fabric_params": row.data.get("fabric_params") or {},
+           "gres_map": row.data.get("gres_map") or {}}
     if out["name"] is not None and not _SLUG.match(out["name"]):
         c.error(row, f"name {out['name']!r} must be 1-64 letters, digits, '-' or '_'")
     if out["fabric_kind"] is not None and out["fabric_kind"] not in KINDS:

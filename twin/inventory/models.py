@@ -34,9 +34,27 @@ class Cluster(models.Model):
         max_length=64, default=DEFAULT_PROFILE, choices=[(p, p) for p in PROFILES],
         help_text="Failure rates the live engine draws (scheduler/reliability/profiles, "
                   "docs/failures.md); a fresh engine takes a change")
+    gres_map = models.JSONField(
+        default=dict, blank=True,
+        help_text="Slurm GRES type -> catalog model, for a cluster imported from Slurm whose "
+                  "GRES types are not catalog names: {\"a100\": \"A100-SXM4-80GB\"}; \"gpu\" "
+                  "for untyped gpu:N; MODEL/K for a MIG type of K slices per GPU "
+                  "(docs/mirror.md)")
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The GRES map names catalog models (an admin's edit is checked as the import's)."""
+        from django.core.exceptions import ValidationError
+
+        from twin.inventory.gres import gres_map_parse
+        if not isinstance(self.gres_map, dict):
+            raise ValidationError({"gres_map": "a mapping of GRES type to catalog model"})
+        try:
+            self.gres_map = gres_map_parse(self.gres_map)
+        except ValueError as exc:
+            raise ValidationError({"gres_map": str(exc)}) from None
 
 
 class Site(models.Model):

@@ -10,17 +10,15 @@ so what it says is what the running mirror would do.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from twin.inventory.models import Cluster, Node
-from twin.inventory.topology_export import gres_type
 from twin.mirror.follow import HostIndex, observation
+from twin.mirror.slurm_import import node_gpus
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SHOWN = 5  # names listed per finding
-_GRES_TYPE = re.compile(r"(?:^|,)gpu:([^:,()]+):\d+")
 PROBLEM_WORDS = {
     "unknown_nodes": "node(s) Slurm lists that the inventory lacks",
     "jobs_on_unknown_nodes": "running job(s) on nodes the inventory lacks",
@@ -76,22 +74,20 @@ def _slurm_nodes(report: Report, view, cluster: Cluster) -> None:
     gpus, types = [], []
     for name in known:
         node, (model, count) = view.nodes[name], rows[name]
-        if node.gpus and node.gpus != count:
-            gpus.append(f"{name} ({node.gpus} in Slurm, {count} in the inventory)")
-        kinds = _GRES_TYPE.findall(node.gres or "")
-        if kinds and all(k.lower() != gres_type(model) for k in kinds):
-            types.append(f"{name} (gpu:{kinds[0]}, inventory {model})")
-        elif not kinds and node.gpus:
-            types.append(f"{name} (untyped gpu:{node.gpus}, taken as the inventory's {model})")
+        got = node_gpus(node.gres or "", cluster.gres_map or {})
+        if isinstance(got, str):
+            types.append(f"{name} ({got})")
+        elif got[0] != model:
+            types.append(f"{name} ({node.gres} is {got[0]}, the inventory says {model})")
+        elif got[1] != count:
+            gpus.append(f"{name} ({got[1]} in Slurm, {count} in the inventory)")
     if gpus:
         report.add(FAIL, "slurm", f"{len(gpus)} node(s) with another GPU count than the "
                                   f"inventory: {_names(gpus)}")
     if types:
-        untyped = all("untyped" in t for t in types)
-        report.add(WARN if untyped else FAIL, "slurm",
-                   f"{len(types)} node(s) whose GRES type is not the inventory model's "
-                   f"{'(read as that model)' if untyped else '(re-import, or edit the model)'}"
-                   f": {_names(types)}")
+        report.add(FAIL, "slurm", f"{len(types)} node(s) whose GRES does not map to the "
+                                  "inventory's model (re-import with --gres-map, or edit the "
+                                  f"cluster's GRES map in the admin): {_names(types)}")
 
 
 def _problems(report: Report, source: str, problems: dict) -> None:

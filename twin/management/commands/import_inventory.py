@@ -23,7 +23,13 @@ from twin.inventory.formats import (
 from twin.inventory.import_write import inventory_import
 from twin.inventory.importer import MAX_ERRORS, InventoryError
 from twin.management.one_line import OneLineCommand, refuse
-from twin.mirror.slurm_import import SLURM_TIMEOUT, SlurmError, inventory_from_slurm, slurm_read
+from twin.mirror.slurm_import import (
+    SLURM_TIMEOUT,
+    SlurmError,
+    gres_map_parse,
+    inventory_from_slurm,
+    slurm_read,
+)
 
 FORMATS = ("json", "csv", "netbox")
 
@@ -48,6 +54,10 @@ class Command(OneLineCommand):
                             help="read nodes and the switch tree from a running Slurm")
         parser.add_argument("--slurm-conf", metavar="PATH",
                             help="slurm.conf of the Slurm to read (sets SLURM_CONF)")
+        parser.add_argument("--gres-map", metavar="TYPE=MODEL,...",
+                            help="--from-slurm: catalog model of each GRES type that is not a "
+                                 "catalog name (gpu=MODEL for untyped gpu:N, TYPE=MODEL/K for "
+                                 "MIG slices, K per GPU); kept with the cluster")
         parser.add_argument("--slurm-timeout", type=float, default=SLURM_TIMEOUT,
                             metavar="SECONDS", help="how long to wait for each Slurm command")
 
@@ -71,6 +81,8 @@ class Command(OneLineCommand):
                           f"{s['gpus']:,} accelerators, {sum(s['switches'].values()):,} "
                           f"switches, {s['links']:,} cables "
                           f"({time.perf_counter() - started:.2f} s)")
+        for line in inventory.warnings:
+            self.stdout.write(f"warning: {line}")
 
     def _read(self, opts):
         path, fmt, name = opts["path"], opts["format"], opts["name"]
@@ -83,12 +95,18 @@ class Command(OneLineCommand):
             if conf is not None and not conf.is_file():
                 raise refuse(f"--slurm-conf {conf}: no such file")
             try:
+                gres_map = gres_map_parse(opts["gres_map"])
+            except ValueError as exc:
+                raise refuse(f"--gres-map: {exc}") from None
+            try:
                 nodes, topology = slurm_read(conf=conf, timeout=opts["slurm_timeout"])
-                return inventory_from_slurm(nodes, topology, name=name), "Slurm"
+                return inventory_from_slurm(nodes, topology, name=name,
+                                            gres_map=gres_map), "Slurm"
             except SlurmError as exc:
                 raise refuse(f"cannot read Slurm: {exc}") from None
-        if opts["slurm_conf"]:
-            raise refuse("--slurm-conf goes with --from-slurm")
+        if opts["slurm_conf"] or opts["gres_map"]:
+            raise refuse(f"{'--slurm-conf' if opts['slurm_conf'] else '--gres-map'} goes with "
+                         "--from-slurm")
         if not path:
             raise refuse("give a PATH to import, or --from-slurm")
         p = Path(path)
