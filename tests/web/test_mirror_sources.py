@@ -255,8 +255,10 @@ def server():
 
 def test_slurmrestd_is_read_with_the_user_and_token_headers(server):
     def answer(url):
-        return {"/slurm/v0.0.38/nodes": (200, load("sinfo-22.05.json"), 0),
-                "/slurm/v0.0.38/jobs": (200, load("squeue-22.05.json"), 0)}.get(
+        return {"/openapi/v3": (200, load("openapi-22.05.json"), 0),
+                "/slurm/v0.0.38/nodes": (200, load("sinfo-22.05.json"), 0),
+                "/slurm/v0.0.38/jobs": (200, load("squeue-22.05.json"), 0),
+                "/slurm/v0.0.38/reservations": (200, load("reservations-22.05.json"), 0)}.get(
             url.path, (500, {"errors": [{"error": "Unable to connect to database"}]}, 0))
 
     server.answer = answer
@@ -265,17 +267,75 @@ def test_slurmrestd_is_read_with_the_user_and_token_headers(server):
     assert (view.source, len(view.nodes), len(view.jobs), view.accounting) == (
         "rest", 8, 10, False)
     assert "answered HTTP 500: Unable to connect to database" in view.accounting_note
+    assert view.rest_version == "v0.0.38" and [r.name for r in view.reservations] == [
+        "psu-swap"]
     paths = [p for p, _ in server.requests]
-    assert paths[:2] == ["/slurm/v0.0.38/nodes", "/slurm/v0.0.38/jobs"]
-    assert paths[2] == "/slurmdb/v0.0.38/jobs?start_time=1400"
+    assert paths == ["/openapi/v3", "/slurm/v0.0.38/nodes", "/slurm/v0.0.38/jobs",
+                     "/slurm/v0.0.38/reservations", "/slurmdb/v0.0.38/jobs?start_time=1400"]
     assert all(h["X-SLURM-USER-NAME"] == "twin" and h["X-SLURM-USER-TOKEN"] == "jwt-abc"
                for _, h in server.requests)
+
+
+def rest_24_11(url, *, reservations=None):
+    reservations = reservations or (200, load("reservations-24.11.json"), 0)
+    return {"/openapi/v3": (200, load("openapi-24.11.json"), 0),
+            "/slurm/v0.0.42/nodes": (200, load("nodes-24.11.json"), 0),
+            "/slurm/v0.0.42/jobs": (200, load("squeue-24.11.json"), 0),
+            "/slurm/v0.0.42/reservations": reservations,
+            "/slurmdb/v0.0.42/jobs": (200, load("sacct-24.11.json"), 0)}.get(
+        url.path, (404, b"Unable to find requested URL", 0))
+
+
+def test_slurmrestd_24_11_is_read_at_v0_0_42_with_allocations_and_reservations(server):
+    server.answer = rest_24_11
+    view = slurm_view(rest_url=server.url, token="jwt", user="twin")
+    assert (view.rest_version, view.accounting, view.reservations_note) == ("v0.0.42", True, "")
+    jobs = by_id(view.jobs)
+    assert (jobs["302"].cpus_by_node, jobs["302"].gpus_by_node) == ((32, 16), (4, 4))
+    assert jobs["401"].mem_mb_by_node == (131072,) * 3         # from accounting
+    assert view.nodes["mig-01"].mig and view.nodes["lean-06"].state == {"idle",
+                                                                         "powered_down"}
+    assert [r.name for r in view.reservations if r.maintenance] == ["psu-swap"]
+    # a version given is used as is: no OpenAPI document asked for
+    server.requests.clear()
+    assert slurm_view(rest_url=server.url, rest_version="v0.0.42").rest_version == "v0.0.42"
+    assert "/openapi/v3" not in [p for p, _ in server.requests]
+
+
+def test_reservations_that_cannot_be_read_are_a_note_not_an_error(server):
+    server.answer = lambda url: rest_24_11(url, reservations=(
+        403, {"errors": [{"description": "Access denied"}]}, 0))
+    view = slurm_view(rest_url=server.url)
+    assert view.reservations == [] and len(view.jobs) == 8
+    assert view.reservations_note.endswith("/slurm/v0.0.42/reservations answered HTTP 403: "
+                                           "Access denied")
+
+
+def test_cli_reservations_fall_back_to_scontrols_text_on_22_05(tmp_path, monkeypatch):
+    text = ("ReservationName=psu StartTime=2026-12-04T10:00:00 EndTime=2026-12-04T11:00:00 "
+            "Duration=01:00:00\n   Nodes=rec-n[000006-000007] NodeCnt=2 Flags=MAINT\n")
+    scontrol = ('[ "$1" = --json ] && { echo "scontrol: unrecognized option \'--json\'" >&2; '
+                f'exit 1; }}\nprintf "{text}"')
+    disabled = "echo 'Slurm accounting storage is disabled' >&2; exit 1"
+    bin_dir = recorded_cli(tmp_path, disabled)
+    fake_bin(tmp_path, {"scontrol": scontrol})
+    monkeypatch.setenv("PATH", str(bin_dir))
+    view = slurm_view(conf=Path("/etc/twin/slurm.conf"))
+    assert [(r.name, r.nodes, r.maintenance) for r in view.reservations] == [
+        ("psu", ("rec-n000006", "rec-n000007"), True)]
+    assert view.reservations_note == ""
+    fake_bin(tmp_path, {"scontrol": "echo 'scontrol: error: slurm_load_reservations' >&2; "
+                                    "exit 1"})
+    view = slurm_view(conf=Path("/etc/twin/slurm.conf"))
+    assert view.reservations == [] and len(view.nodes) == 8
+    assert view.reservations_note.endswith("`scontrol show reservation` exited 1: scontrol: "
+                                           "error: slurm_load_reservations")
 
 
 def test_slurmrestd_refusing_the_token_is_one_line(server):
     server.answer = lambda url: (401, b"Authentication failure", 0)
     with pytest.raises(SourceError, match=r"^slurmrestd http://127\.0\.0\.1:\d+: GET "
-                                          r".*/slurm/v0\.0\.38/nodes answered HTTP 401: "
+                                          r".*/openapi/v3 answered HTTP 401: "
                                           r"Authentication failure$"):
         slurm_view(rest_url=server.url, token="expired")
 

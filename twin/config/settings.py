@@ -225,6 +225,9 @@ CLUSTERTWIN = {
     "SOURCE": env_str("CLUSTERTWIN_SOURCE", "simulate"),
     "MIRROR_POLL_S": env_float("CLUSTERTWIN_MIRROR_POLL_S", 15.0, minimum=0.2),
     "MIRROR_TIMEOUT_S": env_float("CLUSTERTWIN_MIRROR_TIMEOUT_S", 10.0, minimum=0.1),
+    # the most one source may answer, in bytes (over it: one error line, nothing applied)
+    "MIRROR_MAX_BYTES": int(env_float("CLUSTERTWIN_MIRROR_MAX_BYTES", 256 * 2**20,
+                                      minimum=1024)),
     # Slurm: its commands (sinfo/squeue/sacct --json, SLURM_CONF if given) or slurmrestd
     "SLURM_CONF": env_str("CLUSTERTWIN_SLURM_CONF", ""),
     "SLURM_REST_URL": env_str("CLUSTERTWIN_SLURM_REST_URL", ""),

@@ -94,6 +94,8 @@ def _gpu_sum(pattern: re.Pattern, text: str) -> int | None:
 
 def _node_states(names: list[str]) -> frozenset[str]:
     flags = {_NODE_ALIASES.get(n.lower(), n.lower()) for n in names}
+    if flags & {"draining", "drained"}:             # sinfo's words, should a source use them
+        flags.add("drain")
     if "drain" in flags:
         flags.add("draining" if flags & _BUSY else "drained")
     return frozenset(flags)
