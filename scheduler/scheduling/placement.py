@@ -2,10 +2,14 @@
 
 Three strategies over the same candidate sets:
 
-* ``topology``: minimise the span (one NVLink domain, then one leaf group, then one
-  pod/island) and, among domains that can hold the gang, take the one with the fewest free
-  nodes (best fit), so large contiguous blocks stay whole for large gangs.  A gang larger than
-  any domain fills the fullest domains first and puts its remainder in the best-fitting one.
+* ``topology``: minimise the span: the gang goes to the tightest nest of domains (pod, then
+  leaf group and NVLink domain inside it) that can hold it anywhere in the cluster, and among
+  the nests that can, to the one with the fewest free nodes, ties to the fullest enclosing
+  domain (best fit), so large contiguous blocks stay whole for large gangs.  A gang larger
+  than any pod fills the freest pods first and puts its remainder in the best-fitting one.
+  A partial node (a small gang, or a gang's remainder) goes to the fullest node that fits,
+  ties to the node in the leaf group and pod with the fewest whole free nodes, so a small job
+  breaks a node where no large gang could start anyway.
 * ``first-fit``: the lowest-numbered nodes that fit (what a naive scheduler does).
 * ``random``: random fitting nodes (the scattered baseline for placement comparisons).
 
@@ -135,7 +139,7 @@ class Placer:
             cand = cand[self._host_fit_at(cand, rem, req)]
             if cand.size == 0:
                 return None
-            node = self._pick_partial(cand)
+            node = self._pick_partial(cand, m)
             return Placement(np.array([node]), np.array([rem]), m)
         full = np.flatnonzero(base & s.node_whole & self._whole_fit(m, per, req))
         if full.size < whole:
@@ -154,10 +158,17 @@ class Placer:
             ok = np.flatnonzero(fits)
             if ok.size == 0:
                 return None
-            d = self._pick_domain(ok, counts)
-            full = full[level[full] == d]
-            levels = tuple(lvl for lvl in self.nested[m]
-                           if LEVELS.index(lvl) < LEVELS.index(req.affinity))
+            finer = tuple(lvl for lvl in self.nested[m]
+                          if LEVELS.index(lvl) < LEVELS.index(req.affinity))
+            if self.strategy == "topology":
+                # the tightest nest inside any domain that holds the gang, not the finer
+                # levels of the best-fitting domain alone
+                full = full[np.isin(level[full], ok)]
+                levels = (req.affinity,) + finer
+            else:
+                d = self._pick_domain(ok, counts)
+                full = full[level[full] == d]
+                levels = finer
         else:
             levels = self.nested[m]
         chosen = self._pick_nodes(full, whole, levels)
@@ -175,20 +186,31 @@ class Placer:
             d = s.domain[req.affinity][chosen[0]]
             cand = cand[s.domain[req.affinity][cand] == d]
         elif self.strategy == "topology" and cand.size:
-            same = cand[np.isin(s.domain["pod"][cand], s.domain["pod"][chosen])]
-            cand = same if same.size else cand
+            for lvl in ("pod", "leaf"):  # the gang's own pod, and in it its own leaf group
+                same = cand[np.isin(s.domain[lvl][cand], s.domain[lvl][chosen])]
+                if same.size == 0:
+                    break
+                cand = same
         if cand.size == 0:
             return None
-        node = self._pick_partial(cand)
+        node = self._pick_partial(cand, m)
         return Placement(np.append(chosen, node), np.append(np.full(chosen.size, per), rem), m)
 
-    def _pick_partial(self, cand: np.ndarray) -> int:
+    def _pick_partial(self, cand: np.ndarray, m: int) -> int:
         if self.strategy == "first-fit":
             return int(cand[0])
         if self.strategy == "random":
             return int(self.rng.choice(cand))
-        free = self.state.node_free[cand]
-        return int(cand[np.argmin(free)])  # best fit: the fullest node that still fits
+        # best fit: the fullest node that still fits; among equally full ones, the one whose
+        # leaf group, then pod, has the fewest whole free nodes (what large gangs need)
+        s = self.state
+        whole = np.flatnonzero(self._base(m) & s.node_whole)
+        keys = [cand]
+        for lvl in ("pod", "leaf"):
+            dom = s.domain[lvl]
+            keys.append(np.bincount(dom[whole], minlength=s.n_domains[lvl])[dom[cand]])
+        keys.append(s.node_free[cand])
+        return int(cand[np.lexsort(keys)[0]])
 
     def _pick_domain(self, ok: np.ndarray, counts: np.ndarray) -> int:
         if self.strategy == "first-fit":
@@ -205,14 +227,33 @@ class Placer:
         return self._nested(cand, need, levels)
 
     def _nested(self, cand: np.ndarray, need: int, levels: tuple[str, ...]) -> np.ndarray:
+        """``need`` of ``cand``: the tightest nest of ``levels`` (coarse to fine) that holds
+        them, best fit at each depth; a gang larger than any domain of ``levels[0]`` spills."""
         if cand.size == need or not levels:
             return cand[:need]
-        dom = self.state.domain[levels[0]][cand]
+        s = self.state
+        # inside an NVLink domain larger than a leaf (NVL72) the traffic stays off the
+        # fabric: the span is decided there, and finer levels only best-fit inside it
+        deepest = levels.index("nvlink") if "nvlink" in levels[:-1] else len(levels) - 1
+        key = np.zeros(cand.size, dtype=np.int64)
+        nests = []  # per depth: each node's nest (its domains down to that level), nest sizes
+        for lvl in levels[:deepest + 1]:
+            key = key * s.n_domains[lvl] + s.domain[lvl][cand]
+            _, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+            nests.append((inv, cnt))
+        for depth in range(deepest, -1, -1):
+            inv, cnt = nests[depth]
+            fits = np.flatnonzero(cnt >= need)
+            if fits.size:
+                rep = np.searchsorted(np.sort(inv), fits)  # rank of each nest's first node
+                first = np.argsort(inv, kind="stable")[rep]
+                # fewest free nodes in the nest, then in each enclosing nest, tightest first
+                order = np.lexsort([nests[d][1][nests[d][0][first]] for d in range(depth)]
+                                   + [cnt[fits]])
+                g = fits[order[0]]
+                return self._nested(cand[inv == g], need, levels[depth + 1:])
+        dom = s.domain[levels[0]][cand]
         counts = np.bincount(dom)
-        fits = np.flatnonzero(counts >= need)
-        if fits.size:
-            d = fits[np.argmin(counts[fits])]
-            return self._nested(cand[dom == d], need, levels[1:])
         order = np.argsort(-counts, kind="stable")
         cum = np.cumsum(counts[order])
         k = int(np.searchsorted(cum, need, side="right"))  # domains taken whole

@@ -107,6 +107,16 @@ def test_a_partial_node_gang_goes_to_the_fullest_node_that_fits():
     assert p.place(request(7)).nodes.tolist() == [3]
 
 
+def test_a_small_gang_breaks_a_whole_node_in_the_pod_with_fewest_whole_free_nodes():
+    # no partly used node: every free node is whole, an equally good fit.  Node 3 is busy, so
+    # pod 1 (nodes 2, 3) could no longer hold a two-node gang; the 4-GPU gang breaks node 2
+    # there, not node 0 (the lowest-numbered), and every other pod stays whole
+    s = state_of(16)
+    occupy(s, [3])
+    p = placer(s, "topology").place(request(4))
+    assert p.nodes.tolist() == [2]
+
+
 def test_the_remainder_of_a_multi_node_gang_stays_in_the_gangs_pod():
     s = state_of(16)
     occupy(s, [1], 4)  # pod 0: node 0 whole, node 1 half free
