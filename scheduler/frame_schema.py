@@ -295,16 +295,31 @@ class MirrorTelemetry(TypedDict):
     tensor_active_mean: float | None
 
 
+class MirrorJob(TypedDict):
+    """A followed job as the real scheduler names it: its id, name, user, account, partition
+    and state (``running``, ``suspended``, ``pending`` or ``ended``)."""
+
+    key: str
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: str
+
+
 class MirrorSummary(TypedDict):
     """A mirror's state: polls applied, pending jobs by reason, ended jobs by end state, jobs
-    the engine could not follow (first 20, job id -> why) and their count, XID codes seen
-    (code -> GPUs) and the telemetry summary."""
+    the engine could not follow (first 20, job id -> why) and their count, suspended jobs,
+    the scheduler's names of the followed jobs (run name -> job; the largest running and the
+    longest waiting, first 100), XID codes seen (code -> GPUs) and the telemetry summary."""
 
     polls: int
     pending_reasons: dict[str, int]
     ended: dict[str, int]
     rejected: dict[str, str]
     rejected_count: int
+    suspended: int
+    jobs: dict[str, MirrorJob]
     xid: dict[str, int]
     telemetry: MirrorTelemetry
 

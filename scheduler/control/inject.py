@@ -57,9 +57,11 @@ def _statuses(kind: str, given, count: int) -> dict[int, dict]:
     return out
 
 
-def placement_check(engine, row: dict, free: np.ndarray) -> Placement:
+def placement_check(engine, row: dict, free: np.ndarray,
+                    host: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> Placement:
     """The placement of a running ``row`` after checking it against ``free`` GPUs per node
-    (taken from ``free``); one ``ValueError`` naming what is wrong."""
+    and, given ``host`` (free cores, GB and Gb/s of NIC per node), the job's host resources
+    (both taken from); one ``ValueError`` naming what is wrong."""
     job = row["job"]
     nodes = row.get("nodes")
     if not isinstance(nodes, list | tuple) or not nodes:
@@ -90,6 +92,18 @@ def placement_check(engine, row: dict, free: np.ndarray) -> Placement:
     if short.size:
         raise ValueError(f"running job {job.name!r}: node {int(short[0])} has "
                          f"{int(free[short[0]])} free GPU(s)")
+    if host is not None:
+        needs = [(what, have, need) for what, have, need in zip(
+            ("cores", "GB of RAM", "Gb/s of NIC"), host,
+            (job.cpu_per_gpu, job.ram_gb_per_gpu, job.nic_gbps_per_gpu), strict=True) if need]
+        for what, have, need in needs:
+            lack = ids[have[ids] + 1e-9 < counts * need]
+            if lack.size:
+                raise ValueError(f"running job {job.name!r}: node {int(lack[0])} has "
+                                 f"{float(have[lack[0]]):g} free {what}, the job needs "
+                                 f"{need:g} per GPU")
+        for _, have, need in needs:
+            have[ids] -= counts * need
     free[ids] -= counts
     return Placement(ids, counts, model)
 
@@ -99,7 +113,9 @@ def _jobs(engine, given) -> list[tuple[dict, Placement | None]]:
         return []
     if not isinstance(given, list | tuple):
         raise ValueError(f"jobs must be a list, not {given!r}")
-    free = engine.state.node_free.copy()
+    s = engine.state
+    free = s.node_free.copy()
+    host = (s.node_free_cpu.copy(), s.node_free_ram.copy(), s.node_free_nic.copy())
     names = {r.spec.name for r in engine.runs}
     out = []
     for row in given:
@@ -123,7 +139,7 @@ def _jobs(engine, given) -> list[tuple[dict, Placement | None]]:
             raise ValueError(f"job {job.name!r}: no accelerator of this cluster can hold "
                              f"{job.gpus} GPUs of {job.requirement.describe()}")
         out.append(({**row, "done_fraction": done},
-                    placement_check(engine, row, free) if state == "running" else None))
+                    placement_check(engine, row, free, host) if state == "running" else None))
     return out
 
 

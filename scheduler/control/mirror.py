@@ -14,7 +14,9 @@ is brought to the observed state:
 * pending jobs wait in the engine's queue with the scheduler's reason; a running job that went
   back to pending (requeued) is stopped and queued;
 * node statuses (up, drained) are set (:func:`~scheduler.control.inject.inject`);
-* running jobs are placed where the scheduler put them, with the work done so far estimated
+* running jobs are placed where the scheduler put them, holding the cores and memory it
+  allocated (:mod:`.mirror_jobs`: never the simulator's per-GPU defaults, never refused for
+  host resources), with the work done so far estimated
   from their elapsed time and time limit (a mirrored job is assumed to run to its time limit,
   :data:`DEFAULT_LIMIT_S` when it has none: the engine cannot know a real job's length); a job
   that declared its model (parameters, tensor and pipeline parallelism) is priced by the
@@ -25,37 +27,41 @@ is brought to the observed state:
 A fork of a mirrored engine (a what-if from now) releases the scheduler with
 :func:`release_fork`: its own policy then places the pending jobs.
 
-Every observed job and node is checked before anything changes; a job the engine cannot
-place (its GPUs are busy in the twin, or its nodes' accelerators differ) is not guessed at: it
-is listed in :attr:`MirrorBook.rejected` with the reason.
+Each poll applies whole or not at all: everything that refuses an observation is checked
+before anything changes; a job the engine cannot place (its GPUs are busy in the twin, or its
+nodes' accelerators differ) is not guessed at: it is listed in :attr:`MirrorBook.rejected`
+with the reason, the rest applies, and the next poll tries it again. Events name nodes by
+hostname (:attr:`MirrorBook.hostnames`, set by the twin's adapter); the scheduler's job
+names, users and states (``suspended``) are kept in :attr:`MirrorBook.jobs`.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.control.inject import inject, placement_check
-from scheduler.model.job_run import DETECTING, DRAINING, QUEUED, REJECTED, RUNNING
+from scheduler.control import mirror_jobs as mj
+from scheduler.control.inject import inject
+from scheduler.control.mirror_jobs import DEFAULT_LIMIT_S, INTERRUPTING, PLANNED  # noqa: F401
+from scheduler.model.job_run import QUEUED
 from scheduler.sim import Kind
-from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, TrainingJob
 
-DEFAULT_LIMIT_S = 7 * 86400.0
-"""Assumed length of a mirrored job with no time limit, s (the engine needs one to estimate
-its progress; the mirror ends the job when the scheduler says it ended, whatever this says)."""
-MAX_DONE = 0.99
 JOB_STATES = ("running", "pending", "ended")
-INTERRUPTING = {"NODE_FAIL": "node_fail", "BOOT_FAIL": "boot_fail", "FAILED": "job_failed",
-                "OUT_OF_MEMORY": "out_of_memory", "PREEMPTED": "preempted_by_scheduler"}
-"""Slurm end states that interrupt a job (cause names as the failure statistics show them)."""
-PLANNED = {"PREEMPTED"}
 TELEMETRY = ("util", "power_w", "temp_c", "tensor_active", "xid")
+SUSPENDED = frozenset({"SUSPENDED", "STOPPED"})
+"""Scheduler states of a job that holds its GPUs but does no work (shown as suspended)."""
 
 
 @dataclass
 class ObservedJob:
-    """One job as the real scheduler reports it (engine ids)."""
+    """One job as the real scheduler reports it (engine ids).
+
+    ``cpus_per_gpu`` and ``ram_gb_per_gpu``: cores and GB the scheduler allocated per GPU
+    (``None``: not said, the mirror books 0; the scheduler already decided the job fits).
+    ``slurm_state``: the scheduler's own word for the state (``SUSPENDED``, ``REQUEUED`` ...).
+    """
 
     key: str  # the scheduler's job id
     state: str  # running, pending or ended
@@ -71,6 +77,11 @@ class ObservedJob:
     params_b: float = 0.0  # the model, when the job declared it (else priced as compute only)
     tp: int = 1
     pp: int = 1
+    cpus_per_gpu: float | None = None
+    ram_gb_per_gpu: float | None = None
+    user: str = ""
+    account: str = ""
+    slurm_state: str = ""
 
 
 @dataclass
@@ -101,6 +112,22 @@ class MirrorBook:
         self.xid: dict[int, int] = {}  # XID code -> errors seen
         self.telemetry = {k: np.full(n_gpus, np.nan) for k in TELEMETRY}
         self.polls = 0
+        self._fill()
+
+    def _fill(self) -> None:
+        """Fields later releases added (an engine restored from an older snapshot lacks them)."""
+        v = vars(self)
+        v.setdefault("hostnames", None)  # node id -> hostname, set by the twin's adapter
+        v.setdefault("jobs", {})  # run name -> the scheduler's id, name, user, account, state
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self._fill()
+
+    def host(self, node: int) -> str:
+        """``node``'s hostname (``node <id>`` when the adapter gave none)."""
+        names = self.hostnames
+        return names[node] if names is not None and 0 <= node < len(names) else f"node {node}"
 
 
 def mirror_hold(engine) -> MirrorBook:
@@ -121,12 +148,18 @@ def release_fork(fork, *, failures: bool = True) -> None:
 
 
 def _check(engine, obs: Observation) -> None:
+    """Everything that refuses the whole observation, before anything changes."""
     n_nodes = engine.plan.n_nodes
     for n, st in obs.nodes.items():
         if not isinstance(n, int | np.integer) or not 0 <= n < n_nodes:
             raise ValueError(f"node {n!r} is not a node of this cluster (0-{n_nodes - 1})")
-        if not isinstance(st, dict) or set(st) - {"up", "drained"}:
-            raise ValueError(f"node {n}: status must be a mapping of up/drained, not {st!r}")
+        if (not isinstance(st, dict) or set(st) - {"up", "drained"}
+                or not all(isinstance(v, bool) for v in st.values())):
+            raise ValueError(f"node {n}: status must be a mapping of up/drained to true or "
+                             f"false, not {st!r}")
+    for n in obs.reasons:
+        if not isinstance(n, int | np.integer) or not 0 <= n < n_nodes:
+            raise ValueError(f"reason for node {n!r}, not a node of this cluster")
     keys = set()
     for job in obs.jobs:
         if job.state not in JOB_STATES:
@@ -137,7 +170,7 @@ def _check(engine, obs: Observation) -> None:
         keys.add(job.key)
         if job.state == "running" and not job.nodes:
             raise ValueError(f"running job {job.key} has no nodes")
-        if any(not 0 <= n < n_nodes for n in job.nodes):
+        if any(not isinstance(n, int | np.integer) or not 0 <= n < n_nodes for n in job.nodes):
             raise ValueError(f"job {job.key}: a node outside 0-{n_nodes - 1}")
     if obs.telemetry is not None:
         for k, col in obs.telemetry.items():
@@ -148,67 +181,71 @@ def _check(engine, obs: Observation) -> None:
 
 
 def observe(engine, obs: Observation) -> dict:
-    """Bring ``engine`` (a mirror, :func:`mirror_hold`) to ``obs``; returns what changed."""
+    """Bring ``engine`` (a mirror, :func:`mirror_hold`) to ``obs``; returns what changed.
+
+    Applies whole or not at all: everything that can refuse the observation is checked before
+    anything changes (``ValueError``, the engine as it was); after that only one job can be
+    refused (it is listed in :attr:`MirrorBook.rejected` and under ``rejected``, and tried
+    again the next poll), never the rest.  A job the twin already follows is matched to its
+    run, never added twice.
+    """
     book = mirror_hold(engine)
     _check(engine, obs)
     changes = {"ended": [], "queued": [], "requeued": [], "started": [], "moved": [],
-               "rejected": [], "nodes": {}, "xid": []}
+               "rejected": [], "clamped": [], "nodes": {}, "xid": []}
     seen = {j.key: j for j in obs.jobs}
     runs = engine.runs
+    taken = _refollow(engine, book, seen)
     for key, idx in list(book.runs.items()):
         job = seen.get(key)
         if job is None and not obs.complete:
             continue
+        run = runs[idx]
         if job is None or job.state == "ended":
-            _end(engine, book, runs[idx], job.reason if job else "GONE")
+            mj.end(engine, book, run, job.reason if job else "GONE")
+            if run.spec.name in book.jobs:
+                book.jobs[run.spec.name] = {**book.jobs[run.spec.name], "state": "ended"}
             del book.runs[key]
             book.counted.add(key)
             changes["ended"].append(key)
-        elif job.state == "pending" and runs[idx].state in (RUNNING, DRAINING, DETECTING):
-            _stop(engine, runs[idx], "requeued by the cluster's scheduler")
+        elif job.state == "pending" and run.state in mj.HOLDING:
+            mj.stop(engine, run, "requeued by the cluster's scheduler")
             changes["requeued"].append(key)
     nodes = _node_changes(engine, obs.nodes)
     if nodes:
         changed = inject(engine, nodes=nodes)
         changes["nodes"] = {k: v for k, v in changed.items()
                             if k in ("nodes_down", "nodes_up", "drained", "undrained") and v}
-        _node_events(engine, changes["nodes"], obs.reasons)
+        _node_events(engine, book, changes["nodes"], obs.reasons)
     book.node_reasons = dict(obs.reasons) if obs.complete else {**book.node_reasons,
                                                                 **obs.reasons}
     # jobs the scheduler moved (or started again) leave their old GPUs first, so that every
     # placement below is checked against the GPUs free once they all moved
-    to_place: list[ObservedJob] = []
+    to_place = []
     for job in obs.jobs:
         if job.state == "ended":
             if job.key not in book.counted:  # seen only after it ended: counted once
                 book.counted.add(job.key)
                 book.ended[job.reason] = book.ended.get(job.reason, 0) + 1
             continue
-        if job.key in book.runs and not _unmoved(engine, book, job):
-            continue
+        if job.key in book.runs and runs[book.runs[job.key]].state not in mj.LIVE:
+            # the twin's estimate of its length ran out before the job did: a run anew
+            del book.runs[job.key]
+            taken = taken or {r.spec.name: r for r in runs}
+        if job.key in book.runs:
+            run = runs[book.runs[job.key]]
+            _note(book, run.spec.name, job)
+            try:
+                if not mj.unmoved(engine, book, run, job):
+                    book.rejected.pop(job.key, None)
+                    continue
+            except ValueError as exc:  # its new size fits no accelerator: it waits as it was
+                book.rejected[job.key] = str(exc)
+                changes["rejected"].append(job.key)
+                continue
         to_place.append(job)
-    new_rows: list[tuple[str, dict]] = []
-    names = {r.spec.name for r in engine.runs}
-    free = engine.state.node_free.copy()
-    for job in to_place:
-        try:
-            if job.key in book.runs:
-                ran = engine.runs[book.runs[job.key]].first_start is not None
-                _place_again(engine, book, job, free)
-                changes["moved" if ran else "started"].append(job.key)
-            else:
-                new_rows.append((job.key, _new_row(engine, book, job, names, free)))
-        except ValueError as exc:
-            book.rejected[job.key] = str(exc)
-            changes["rejected"].append(job.key)
-        else:
-            book.rejected.pop(job.key, None)
-    if new_rows:  # one call: checked above against the same free GPUs, in the same order
-        added = inject(engine, jobs=[row for _, row in new_rows])["jobs"]
-        for (key, row), got in zip(new_rows, added, strict=True):
-            book.runs[key] = got["idx"]
-            changes["started" if row["state"] == "running" else "queued"].append(key)
-    for key in [k for k in book.rejected if k not in seen]:
+    _place(engine, book, to_place, taken, changes)
+    for key in [k for k in book.rejected if k not in seen or seen[k].state == "ended"]:
         del book.rejected[key]
     if obs.complete:  # ended jobs the scheduler no longer lists need no memory
         book.counted &= seen.keys()
@@ -218,23 +255,77 @@ def observe(engine, obs: Observation) -> dict:
     return changes
 
 
-def _training_job(engine, job: ObservedJob, model: int | None) -> TrainingJob:
-    limit = job.time_limit_s if job.time_limit_s and job.time_limit_s > 0 else DEFAULT_LIMIT_S
-    peak = float(engine.ledger.peak[model]) if model is not None else float(
-        engine.ledger.peak.max())
-    gpus = int(job.gpus)
-    parallelism = None
-    if job.params_b > 0 and gpus % (job.tp * job.pp) == 0:
-        parallelism = Parallelism(tp=job.tp, pp=job.pp, dp=gpus // (job.tp * job.pp))
-    return TrainingJob(job_id=-1, name=f"slurm-{job.key}", tenant=job.tenant or "mirror",
-                       submit_s=engine.now, gpus=gpus,
-                       work_flops=max(1.0, gpus * peak * DEFAULT_EFFICIENCY * limit),
-                       params_b=float(job.params_b), parallelism=parallelism)
+def _refollow(engine, book: MirrorBook, seen: dict) -> dict:
+    """Run names taken (name -> run); a live run named for a job the book lost (an apply an
+    error cut short) is followed again instead of being added twice."""
+    new = [k for k, j in seen.items() if j.state != "ended" and k not in book.runs]
+    if not new:
+        return {}
+    taken = {r.spec.name: r for r in engine.runs}
+    followed = set(book.runs.values())
+    for key in new:
+        run = taken.get(f"slurm-{key}")
+        if run is not None and run.state in mj.LIVE and run.idx not in followed:
+            book.runs[key] = run.idx
+            if run.state == QUEUED and run.idx not in engine.queue:
+                engine.jobs.requeue(run)  # an adoption cut short: back where it belongs
+    return taken
 
 
-def _done_fraction(job: ObservedJob) -> float:
-    limit = job.time_limit_s if job.time_limit_s and job.time_limit_s > 0 else DEFAULT_LIMIT_S
-    return float(min(MAX_DONE, max(0.0, job.elapsed_s / limit)))
+def _place(engine, book: MirrorBook, to_place: list, taken: dict, changes: dict) -> None:
+    """Place (or queue) each job: checked one by one against the GPUs, cores and memory free
+    after those placed before it; a job that does not fit is refused alone."""
+    s = engine.state
+    free = s.node_free.copy()
+    host = (s.node_free_cpu.copy(), s.node_free_ram.copy(), s.node_free_nic.copy())
+    new_rows: list[tuple[ObservedJob, dict]] = []
+    for job in to_place:
+        try:
+            if job.key in book.runs:
+                run = engine.runs[book.runs[job.key]]
+                ran = run.first_start is not None
+                mj.place_again(engine, run, job, free, host, changes["clamped"])
+                changes["moved" if ran else "started"].append(job.key)
+            else:
+                name = mj.run_name(job.key, taken)
+                row = mj.new_row(engine, job, name, free, host, changes["clamped"])
+                taken[name] = None
+                new_rows.append((job, row))
+        except (ValueError, TypeError) as exc:
+            book.rejected[job.key] = str(exc)
+            changes["rejected"].append(job.key)
+        else:
+            book.rejected.pop(job.key, None)
+    if not new_rows:
+        return
+    try:  # one call (one log line): checked above against the same free resources
+        added = inject(engine, jobs=[row for _, row in new_rows])["jobs"]
+        done = list(zip(new_rows, added, strict=True))
+    except ValueError:  # not expected: then each alone, so one job cannot refuse the rest
+        done = []
+        for job, row in new_rows:
+            try:
+                done.append(((job, row), inject(engine, jobs=[row])["jobs"][0]))
+            except ValueError as exc:
+                book.rejected[job.key] = str(exc)
+                changes["rejected"].append(job.key)
+    for (job, row), got in done:
+        book.runs[job.key] = got["idx"]
+        name = row["job"].name
+        if job.state == "pending":
+            book.reasons[name] = job.reason
+        _note(book, name, job)
+        changes["started" if row["state"] == "running" else "queued"].append(job.key)
+
+
+def _note(book: MirrorBook, name: str, job: ObservedJob) -> None:
+    """What the pages show of a followed job: the scheduler's id, name, user and state."""
+    state = "suspended" if job.slurm_state in SUSPENDED else job.state
+    entry = book.jobs.get(name)
+    if entry is None or entry["state"] != state or entry["name"] != job.name:
+        book.jobs[name] = {"key": job.key, "name": job.name, "user": job.user,
+                           "account": job.account, "partition": job.partition,
+                           "state": state}
 
 
 def _node_changes(engine, nodes: dict[int, dict]) -> dict[int, dict]:
@@ -255,102 +346,18 @@ NODE_EVENTS = {"nodes_down": ("node_down", "down"), "nodes_up": ("node_up", "bac
 MAX_NODE_EVENTS = 50  # per poll; more are one summary line
 
 
-def _node_events(engine, changed: dict, reasons: dict) -> None:
-    """One event per node whose status the cluster changed (its reason in the text)."""
+def _node_events(engine, book: MirrorBook, changed: dict, reasons: dict) -> None:
+    """One event per node whose status the cluster changed, by hostname (its reason in the
+    text)."""
     lines = [(kind, n, verb) for key, (kind, verb) in NODE_EVENTS.items()
              for n in changed.get(key, [])]
     for kind, n, verb in lines[:MAX_NODE_EVENTS]:
         why = reasons.get(n, "")
-        engine.kernel.log(kind, f"node {n} {verb} in the cluster" + (f": {why}" if why else ""),
-                          component=f"node {n}")
+        engine.kernel.log(kind, f"{book.host(n)} {verb} in the cluster"
+                          + (f": {why}" if why else ""), component=f"node {n}", node=int(n))
     if len(lines) > MAX_NODE_EVENTS:
         engine.kernel.log("observed", f"{len(lines) - MAX_NODE_EVENTS} more node changes in "
                                       "the cluster this poll")
-
-
-def _new_row(engine, book: MirrorBook, job: ObservedJob, names: set, free: np.ndarray) -> dict:
-    """An inject row for a job new to the twin, checked (``free`` is taken from)."""
-    name = f"slurm-{job.key}"
-    if name in names:
-        raise ValueError(f"job {job.key}: the twin already had a job {name} (a reused id)")
-    if job.state == "pending":
-        spec = _training_job(engine, job, None)
-        if engine.jobs.admission.admit(-1, spec).state == REJECTED:
-            raise ValueError(f"job {job.key}: no accelerator of this cluster can hold "
-                             f"{job.gpus} GPUs")
-        names.add(name)
-        book.reasons[name] = job.reason
-        return {"job": spec, "state": "queued"}
-    nodes = [int(n) for n in job.nodes]
-    model = int(engine.state.node_model[nodes[0]])
-    row = {"job": _training_job(engine, job, model), "state": "running", "nodes": nodes,
-           "done_fraction": _done_fraction(job)}
-    if job.gpus_per_node is not None:
-        row["gpus_per_node"] = [int(c) for c in job.gpus_per_node]
-    placement_check(engine, row, free)
-    names.add(name)
-    return row
-
-
-def _unmoved(engine, book: MirrorBook, job: ObservedJob) -> bool:
-    """For a job the twin follows: note a pending reason, or stop a run the scheduler moved
-    (it is placed again after); True when it needs placing."""
-    run = engine.runs[book.runs[job.key]]
-    if job.state == "pending":
-        book.reasons[run.spec.name] = job.reason
-        return False
-    book.reasons.pop(run.spec.name, None)
-    if run.state == RUNNING and np.array_equal(np.sort(run.placement.nodes),
-                                               np.sort(np.array(job.nodes, dtype=np.int64))):
-        return False
-    if run.state in (RUNNING, DRAINING, DETECTING):
-        _stop(engine, run, "moved by the cluster's scheduler")
-    return True
-
-
-def _place_again(engine, book: MirrorBook, job: ObservedJob, free: np.ndarray) -> None:
-    """Start a followed run on the nodes the scheduler gave it now (its books kept)."""
-    run = engine.runs[book.runs[job.key]]
-    if run.state != QUEUED:
-        raise ValueError(f"job {job.key}: the twin's run is {run.state}, not queued")
-    row = {"job": run.spec, "nodes": [int(n) for n in job.nodes]}
-    if job.gpus_per_node is not None:
-        row["gpus_per_node"] = [int(c) for c in job.gpus_per_node]
-    engine.jobs.start(run, placement_check(engine, row, free))
-
-
-def _stop(engine, run, reason: str) -> None:
-    """Stop a running gang and queue it (no engine-side recovery: the scheduler decides)."""
-    if run.state == DETECTING:
-        run.cancel_event()
-        engine.jobs.release(run)
-        engine.jobs.requeue(run)
-        return
-    engine.jobs.preempt(run, reason=reason)
-
-
-def _end(engine, book: MirrorBook, run, state: str) -> None:
-    """End ``run`` as the scheduler reports it (``GONE``: it left the scheduler's view)."""
-    jobs, rel = engine.jobs, engine.reliability
-    book.ended[state] = book.ended.get(state, 0) + 1
-    book.reasons.pop(run.spec.name, None)
-    cause = INTERRUPTING.get(state)
-    gpus = run.gpus
-    if run.state in (RUNNING, DRAINING, DETECTING):
-        if run.state == DETECTING:
-            run.cancel_event()
-        else:
-            jobs.close(run, "finish" if state == "COMPLETED" else "kill",
-                       "lost_work" if cause else "preempted")
-        jobs.release(run)
-    elif run.state == QUEUED:
-        jobs.leave_queue(run)
-    jobs.end_reported(run, interrupted=cause is not None)
-    if cause is not None:
-        rel.count_interruption(cause, planned=state in PLANNED)
-    engine.kernel.log("job_end" if cause is None else "failure",
-                      f"{run.spec.name} ({gpus} GPUs) ended in the cluster: {state}",
-                      job=run.spec.name, cause=cause or state.lower())
 
 
 def _telemetry(engine, book: MirrorBook, columns: dict[str, np.ndarray]) -> list[dict]:
@@ -366,8 +373,8 @@ def _telemetry(engine, book: MirrorBook, columns: dict[str, np.ndarray]) -> list
             book.xid[code] = book.xid.get(code, 0) + 1
             node = int(node_of[g])
             local = g - int(engine.state.node_first_gpu[node])
-            engine.kernel.log("xid", f"XID {code} on node {node} GPU {local}",
-                              component=f"node {node}", xid=code)
+            engine.kernel.log("xid", f"XID {code} on {book.host(node)} GPU {local}",
+                              component=f"node {node}", xid=code, node=node, gpu=int(g))
             out.append({"gpu": g, "xid": code})
     for k, col in columns.items():
         book.telemetry[k] = np.asarray(col, dtype=float).copy()
@@ -389,11 +396,14 @@ def mirror_summary(engine) -> dict | None:
     pending = {}
     for reason in book.reasons.values():
         pending[reason or "None"] = pending.get(reason or "None", 0) + 1
+    suspended = sum(1 for e in book.jobs.values() if e["state"] == "suspended")
     return {"polls": book.polls,
             "pending_reasons": dict(sorted(pending.items(), key=lambda kv: -kv[1])),
             "ended": dict(sorted(book.ended.items())),
             "rejected": dict(list(sorted(book.rejected.items()))[:20]),
             "rejected_count": len(book.rejected),
+            "suspended": suspended,
+            "jobs": _shown_jobs(engine, book),
             "xid": {str(k): v for k, v in sorted(book.xid.items())},
             "telemetry": {"gpus_reporting": int(np.isfinite(tel["util"]).sum()),
                           "gpus": int(up.size),
@@ -402,3 +412,23 @@ def mirror_summary(engine) -> dict | None:
                                        if np.isfinite(tel["power_w"]).any() else None),
                           "temp_max_c": stat(tel["temp_c"], np.max),
                           "tensor_active_mean": stat(tel["tensor_active"], np.mean)}}
+
+
+JOBS_SHOWN = 100
+"""Followed jobs whose scheduler names a frame carries (the largest running first, then the
+longest waiting); the engine's book keeps them all."""
+
+
+def _shown_jobs(engine, book: MirrorBook) -> dict[str, dict]:
+    """Run name -> the scheduler's id, name, user, account, partition and state."""
+    running = heapq.nsmallest(JOBS_SHOWN, engine.running.values(), key=lambda r: (-r.gpus, r.idx))
+    queued = heapq.nsmallest(JOBS_SHOWN, engine.queue.values(),
+                             key=lambda r: (r.queued_since, r.idx))
+    out = {}
+    for r in running + queued:
+        entry = book.jobs.get(r.spec.name)
+        if entry is not None:
+            out[r.spec.name] = dict(entry)
+            if len(out) >= JOBS_SHOWN:
+                break
+    return out

@@ -130,6 +130,12 @@ async def test_jobs_nodes_and_pending_reasons_follow_slurm(mirror):
     assert run_of(driver, 2).state == "queued"
     assert frame["queue"][0]["reason"] == "Resources"
     assert driver.engine.state.node_drained[5] and not driver.engine.state.node_up[6]
+    texts = [e["text"] for e in driver.engine.events if e["kind"] in ("drain", "node_down")]
+    assert texts == [f"{h[6]} down in the cluster: not responding",
+                     f"{h[5]} drained in the cluster: bad DIMM"]  # by hostname
+    assert frame["mirror"]["jobs"]["slurm-1"] == {"key": "1", "name": "train-1", "user": "ana",
+                                                  "account": "research", "partition": "gpu",
+                                                  "state": "running"}
 
     sources.jobs = [job(1, "NODE_FAIL", nodes=h[:2], gpus=16),
                     job(2, "PENDING", gpus=64, reason="Resources")]
@@ -171,6 +177,49 @@ async def test_a_failed_source_keeps_the_last_state_says_how_old_and_is_one_even
     assert frame["sources"]["slurm"]["state"] == "ok"
     assert [e["text"] for e in driver.engine.events if e["kind"] == "source"][-1] == (
         "slurm: reachable again")
+
+
+async def test_a_job_the_twin_cannot_follow_is_named_and_the_rest_applies(mirror):
+    driver, sources, wall = mirror
+    h = sources.hosts
+    sources.jobs = [job(1, "RUNNING", nodes=h[:1], start=wall.now, limit=3600),
+                    job(2, "RUNNING", nodes=h[:1], start=wall.now, limit=3600),
+                    job(3, "PENDING", gpus=8, reason="Priority")]
+    frame = await poll(driver, wall)
+    assert run_of(driver, 1).state == "running" and run_of(driver, 3).state == "queued"
+    assert "free GPU" in frame["mirror"]["rejected"]["2"]
+    assert frame["sources"]["slurm"]["state"] == "ok"
+    sources.jobs = [sources.jobs[0], sources.jobs[2]]
+    frame = await poll(driver, wall)
+    assert frame["mirror"]["rejected"] == {}
+    assert not [e for e in driver.engine.events if e["kind"] == "source"]
+
+
+async def test_a_refused_observation_is_not_an_unreachable_source(mirror, monkeypatch):
+    from twin.mirror import poller
+
+    driver, sources, wall = mirror
+    h = sources.hosts
+    sources.jobs = [job(1, "RUNNING", nodes=h[:1], start=wall.now, limit=3600)]
+    await poll(driver, wall)
+    real = poller.observe
+
+    def refuse(engine, obs):
+        raise ValueError("node 99 is not a node of this cluster")
+
+    monkeypatch.setattr(poller, "observe", refuse)
+    for _ in range(2):
+        frame = await poll(driver, wall)
+    slurm = frame["sources"]["slurm"]
+    assert slurm["state"] == "ok" and slurm["error"] == ""
+    assert slurm["problems"]["observation_refused"]["names"] == [
+        "node 99 is not a node of this cluster"]
+    assert run_of(driver, 1).state == "running"  # as it was
+    monkeypatch.setattr(poller, "observe", real)
+    frame = await poll(driver, wall)
+    texts = [e["text"] for e in driver.engine.events if e["kind"] == "source"]
+    assert texts == ["mirror: observation refused: node 99 is not a node of this cluster"]
+    assert "observation_refused" not in frame["sources"]["slurm"]["problems"]
 
 
 async def test_drills_speed_and_pause_are_refused_on_a_mirror(mirror, django_user_model):

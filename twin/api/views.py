@@ -60,9 +60,12 @@ def api_jobs(request):
     frame = live.frame
     if frame is None:  # no frame to show (none yet, or the engine lost its state)
         return JsonResponse({**_live_head(live), "jobs": {}, "queue": [], "running_jobs": [],
-                             "tenants": []})
+                             "tenants": [], "mirror_jobs": {}})
+    # a mirror's jobs as its scheduler names them (run name -> id, name, user ...; {} else)
+    mirror_jobs = (frame.get("mirror") or {}).get("jobs", {})
     return JsonResponse({**_live_head(live), "jobs": frame["jobs"], "queue": frame["queue"],
-                         "running_jobs": frame["running_jobs"], "tenants": frame["tenants"]})
+                         "running_jobs": frame["running_jobs"], "tenants": frame["tenants"],
+                         "mirror_jobs": mirror_jobs})
 
 
 @require_GET

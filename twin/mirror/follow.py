@@ -10,14 +10,26 @@ never dropped in silence.
 
 Slurm's words, as the twin reads them:
 
-* a node is *down* when its state has ``down``, ``fail``, ``not_responding``, ``power_down``,
-  ``powered_down`` or ``unknown``; *drained* when it has ``drain``, ``drained``, ``draining``
-  or ``maint`` (a draining node's jobs keep running, as in Slurm);
+* a node is *down* when its state has ``down``, ``fail``, ``not_responding``, ``unknown``,
+  ``future``, ``inval`` or ``reboot_issued``; *drained* when it has ``drain``, ``drained``,
+  ``draining``, ``failing`` (expected to fail, its jobs still run) or ``maint`` (in a
+  maintenance reservation). A node ``powered_down`` (power saving) is up: Slurm starts it for
+  the next job. ``mixed``, ``allocated``, ``completing``, ``reserved`` and ``idle`` are up;
 * a job is *running* when Slurm says ``RUNNING``, ``COMPLETING``, ``CONFIGURING``,
-  ``SUSPENDED`` or ``STOPPED`` (it holds its GPUs), *pending* when ``PENDING`` or
-  ``REQUEUED``, else it has *ended* with that state;
-* a job's GPUs are Slurm's count; each node gets its per-node count when Slurm gives one, else
-  an equal share (a job whose GPUs do not divide over its nodes is reported, not guessed);
+  ``RESIZING``, ``SIGNALING``, ``STAGE_OUT``, ``SUSPENDED`` or ``STOPPED`` (it holds its
+  GPUs; a suspended one is shown as such), *pending* when ``PENDING``, ``REQUEUED`` (and the
+  requeue holds) or ``SPECIAL_EXIT``, else it has *ended* with that state (``PREEMPTED`` too:
+  a preempted job Slurm requeues is listed again as pending);
+* an array's tasks are jobs of their own (``123_4``); its pending remainder (``123_[5-9]``) is
+  one pending job per task (up to :data:`ARRAY_TASKS_MAX`), so that each keeps its wait when it
+  starts; a heterogeneous job's components are jobs of their own (``123+1``);
+* a job holds what Slurm allocated: its GPUs, cores and memory per node where Slurm says
+  (``gpus_by_node``, ``cpus_by_node``, ``mem_mb_by_node``; nodes where it holds no GPU are
+  left out), else its per-node count, else an equal share (a job whose GPUs do not divide over
+  its nodes is reported, not guessed); cores and memory unknown are booked as none (Slurm
+  already decided that the job fits);
+* a job on GPU slices (MIG profiles, shards) is reported, not followed: the twin models whole
+  GPUs;
 * a job may declare its model in its comment (``sbatch --comment twin:params_b=70,tp=8,pp=4``):
   the physics then prices its communication over the fabric; without one it is priced as
   compute only (the twin cannot see a real job's model).
@@ -25,16 +37,26 @@ Slurm's words, as the twin reads them:
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import numpy as np
 
 from scheduler.control.mirror import Observation, ObservedJob
 from twin.inventory.models import Cluster, Node
 
-DOWN = frozenset({"down", "fail", "failing", "not_responding", "power_down", "powered_down",
-                  "unknown"})
-DRAINED = frozenset({"drain", "drained", "draining", "maint"})
-RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED"})
-PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
+DOWN = frozenset({"down", "fail", "not_responding", "unknown", "future", "inval",
+                  "invalid", "invalid_reg", "reboot_issued"})
+DRAINED = frozenset({"drain", "drained", "draining", "failing", "maint"})
+RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING",
+                     "STAGE_OUT", "SUSPENDED", "STOPPED"})
+PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
+                     "SPECIAL_EXIT"})
+ARRAY_TASKS_MAX = 1000
+"""Pending tasks of one array's remainder followed one by one; more are counted, not shown."""
+_ARRAY_REST = re.compile(r"^(\d+)_\[([^\]]*)\]$")
+_SLICE = re.compile(r"^\d+g\.\d+gb$|shard", re.IGNORECASE)
+"""A GRES type that is a slice of a GPU (a MIG profile such as ``1g.10gb``, or a shard)."""
 TELEMETRY = {"DCGM_FI_DEV_GPU_UTIL": "util", "DCGM_FI_DEV_POWER_USAGE": "power_w",
              "DCGM_FI_DEV_GPU_TEMP": "temp_c", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
              "DCGM_FI_DEV_XID_ERRORS": "xid"}
@@ -78,6 +100,8 @@ def _nodes(view, hosts: HostIndex, problems: dict) -> tuple[dict, dict]:
         statuses[i] = {"up": not (state & DOWN), "drained": bool(state & DRAINED)}
         if node.reason:
             reasons[i] = node.reason
+        elif "maint" in state:
+            reasons[i] = "maintenance reservation"
     return statuses, reasons
 
 DECLARED = {"params_b": float, "tp": int, "pp": int}
@@ -105,35 +129,75 @@ def declared(comment: str) -> dict:
     return out
 
 
-def _job(job, hosts: HostIndex, read_at: float, problems: dict) -> ObservedJob | None:
-    key = str(job.job_id)
-    if job.state in RUNNING:
-        state = "running"
-    elif job.state in PENDING:
-        state = "pending"
+def _state(slurm_state: str) -> str:
+    if slurm_state in RUNNING:
+        return "running"
+    return "pending" if slurm_state in PENDING else "ended"
+
+
+def _allocation(job, hosts: HostIndex, key: str, problems: dict):
+    """(node ids, GPUs per node, cores per GPU, GB per GPU) a running job holds; None (and
+    the problem noted) when it cannot be mapped."""
+    names = list(job.nodes)
+    by_node = getattr(job, "gpus_by_node", None)
+    cpus = getattr(job, "cpus_by_node", None)
+    mem = getattr(job, "mem_mb_by_node", None)
+    if by_node is not None and len(by_node) == len(names):
+        keep = [k for k, g in enumerate(by_node) if g and g > 0]  # no GPU there: not ours
+        names = [names[k] for k in keep]
+        per_node = tuple(int(by_node[k]) for k in keep)
+        cpus = [cpus[k] for k in keep] if cpus is not None and len(cpus) == len(by_node) else None
+        mem = [mem[k] for k in keep] if mem is not None and len(mem) == len(by_node) else None
     else:
-        state = "ended"
-    if job.gpus <= 0:
-        _problem(problems, "jobs_without_gpus", key)
+        per_node = None
+        cpus = cpus if cpus is not None and len(cpus) == len(names) else None
+        mem = mem if mem is not None and len(mem) == len(names) else None
+    ids = [hosts.node_of.get(h) for h in names]
+    if not ids or any(i is None for i in ids):
+        _problem(problems, "jobs_on_unknown_nodes", key)
+        return None
+    if per_node is None:
+        if job.gpus_per_node:
+            per_node = (int(job.gpus_per_node),) * len(ids)
+        elif job.gpus % len(ids) == 0:
+            per_node = (job.gpus // len(ids),) * len(ids)
+        if per_node is None or sum(per_node) != job.gpus:
+            _problem(problems, "jobs_with_uneven_gpus", key)
+            return None
+    cores = max((c / g for c, g in zip(cpus, per_node, strict=True)), default=None) \
+        if cpus is not None else None
+    ram = max((m / 1024.0 / g for m, g in zip(mem, per_node, strict=True)), default=None) \
+        if mem is not None else None
+    return tuple(ids), per_node, cores, ram
+
+
+def _on_slices(job, view) -> bool:
+    """Whether ``job`` asked for, or runs on, slices of GPUs (MIG, shards)."""
+    if _SLICE.search(getattr(job, "gres_type", "") or ""):
+        return True
+    nodes = getattr(view, "nodes", None) or {}
+    return any(getattr(nodes.get(h), "mig", False) for h in job.nodes)
+
+
+def _job(job, hosts: HostIndex, read_at: float, problems: dict,
+         view=None) -> ObservedJob | None:
+    key = str(job.job_id)
+    state = _state(job.state)
+    if _on_slices(job, view):
+        _problem(problems, "jobs_on_gpu_slices", key)
         return None
     nodes: tuple[int, ...] = ()
-    per_node = None
+    per_node = cores = ram = None
+    gpus = int(job.gpus)
     if state == "running":
-        ids = [hosts.node_of.get(h) for h in job.nodes]
-        if not ids or any(i is None for i in ids):
-            _problem(problems, "jobs_on_unknown_nodes", key)
+        got = _allocation(job, hosts, key, problems)
+        if got is None:
             return None
-        nodes = tuple(ids)
-        if job.gpus_per_node:
-            per_node = (int(job.gpus_per_node),) * len(nodes)
-        elif job.gpus % len(nodes) == 0:
-            per_node = (job.gpus // len(nodes),) * len(nodes)
-        else:
-            _problem(problems, "jobs_with_uneven_gpus", key)
-            return None
-        if sum(per_node) != job.gpus:
-            _problem(problems, "jobs_with_uneven_gpus", key)
-            return None
+        nodes, per_node, cores, ram = got
+        gpus = sum(per_node)
+    if gpus <= 0:
+        _problem(problems, "jobs_without_gpus", key)
+        return None
     try:
         model = declared(getattr(job, "comment", "") or "")
     except ValueError:
@@ -141,10 +205,57 @@ def _job(job, hosts: HostIndex, read_at: float, problems: dict) -> ObservedJob |
         model = {}
     elapsed = max(0.0, read_at - job.start_time) if job.start_time else 0.0
     reason = job.reason if state == "pending" else (job.state if state == "ended" else "")
-    return ObservedJob(key=key, state=state, gpus=int(job.gpus), name=job.name,
-                       tenant=job.account or job.user or "mirror", nodes=nodes,
+    user, account = getattr(job, "user", "") or "", getattr(job, "account", "") or ""
+    return ObservedJob(key=key, state=state, gpus=gpus, name=job.name,
+                       tenant=account or user or "mirror", nodes=nodes,
                        gpus_per_node=per_node, reason=reason, elapsed_s=elapsed,
-                       time_limit_s=job.time_limit_s, partition=job.partition, **model)
+                       time_limit_s=job.time_limit_s, partition=job.partition,
+                       cpus_per_gpu=cores, ram_gb_per_gpu=ram, user=user, account=account,
+                       slurm_state=job.state, **model)
+
+
+def _array_tasks(text: str) -> list[int] | None:
+    """Task ids of an array expression (``5-9``, ``1,3,7-9``, ``0-99:2``, ``%4`` throttle
+    ignored); None when it is not one."""
+    out: list[int] = []
+    for part in filter(None, text.split("%")[0].split(",")):
+        span, _, step = part.partition(":")
+        lo, _, hi = span.partition("-")
+        try:
+            a, b, k = int(lo), int(hi or lo), int(step or 1)
+        except ValueError:
+            return None
+        if k <= 0 or b < a:
+            return None
+        out.extend(range(a, b + 1, k))
+        if len(out) > ARRAY_TASKS_MAX:
+            break
+    return out
+
+
+def _jobs(view, hosts: HostIndex, problems: dict) -> list[ObservedJob]:
+    """Every job ``view`` lists that maps (each key once); an array's pending remainder as
+    one pending job per task."""
+    out: list[ObservedJob] = []
+    seen: set[str] = set()
+    for raw in view.jobs:
+        one = _job(raw, hosts, view.read_at, problems, view)
+        if one is None:
+            continue
+        rest = _ARRAY_REST.match(one.key) if one.state == "pending" else None
+        tasks = _array_tasks(rest.group(2)) if rest else None
+        if tasks:
+            if len(tasks) > ARRAY_TASKS_MAX:
+                _problem(problems, "array_tasks_not_followed", one.key)
+                tasks = tasks[:ARRAY_TASKS_MAX]
+            many = [replace(one, key=f"{rest.group(1)}_{t}") for t in tasks]
+        else:
+            many = [one]
+        for j in many:
+            if j.key not in seen:
+                seen.add(j.key)
+                out.append(j)
+    return out
 
 
 def _telemetry(prom, hosts: HostIndex, problems: dict) -> dict[str, np.ndarray]:
@@ -179,12 +290,7 @@ def observation(slurm, prom, hosts: HostIndex) -> tuple[Observation, dict]:
     obs = Observation(complete=slurm is not None)
     if slurm is not None:
         obs.nodes, obs.reasons = _nodes(slurm, hosts, problems["slurm"])
-        jobs = [_job(j, hosts, slurm.read_at, problems["slurm"]) for j in slurm.jobs]
-        seen = set()
-        for j in jobs:
-            if j is not None and j.key not in seen:
-                seen.add(j.key)
-                obs.jobs.append(j)
+        obs.jobs = _jobs(slurm, hosts, problems["slurm"])
     if prom is not None:
         obs.telemetry = _telemetry(prom, hosts, problems["prometheus"])
     return obs, problems

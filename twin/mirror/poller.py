@@ -13,7 +13,10 @@ driver (which knows nothing of mirrors: ``twin.live`` sits below ``twin.mirror``
 Each source has a status in every frame (``frame["sources"]``): ``ok``, ``stale`` (the last
 good read is older than two poll intervals) or ``error`` with the error's one line, the last
 good read's wall time and age, and what could not be mapped. When a source fails the twin
-keeps the last state it read and says how old it is; nothing is invented.
+keeps the last state it read and says how old it is; nothing is invented. The status is the
+source's reachability only: an observation the engine refuses (it stays as it was) is one
+``source`` event and an ``observation_refused`` problem of the sources read, never an error of
+theirs (so no "reachable again" follows it).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class MirrorPoller:
         self._last_poll: float | None = None
         self._hosts = None
         self._source_events: list[tuple[str, str]] = []  # (source, error or "" when back)
+        self._refused = ""  # why the last observation was refused ("" when it applied)
         self.sources = {name: {"state": "waiting", "last_ok": None, "last_try": None,
                                "age_s": None, "error": "", "read_s": None, "problems": {}}
                         for name in self._sources_used()}
@@ -195,17 +199,30 @@ class MirrorPoller:
             for name, message in events:
                 engine.kernel.log("source", f"{name}: {message}" if message
                                   else f"{name}: reachable again", component=name)
+            engine.mirror.hostnames = hosts.hostnames  # events name nodes by hostname
             obs, problems = observation(reads.get("slurm"), reads.get("prometheus"), hosts)
             for name in reads:
                 self.sources[name]["problems"] = problems.get(name, {})
-            return observe(engine, obs)
+            try:
+                return observe(engine, obs)
+            except ValueError as exc:  # the engine is as it was: said, and tried next poll
+                message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if message != self._refused:
+                    engine.kernel.log("source", f"mirror: observation refused: {message}",
+                                      component="mirror")
+                self._refused = message
+                refusal = {"observation_refused": {"count": 1, "names": [message]}}
+                for name in reads:  # refused, not unreachable: the source's state stays
+                    self.sources[name]["problems"] = {**self.sources[name]["problems"],
+                                                      **refusal}
+                raise
 
         try:
             await host.call(apply)
         except ValueError as exc:
             logger.warning("live engine: mirror observation refused: %s", exc)
-            for name in reads:
-                self.sources[name].update(state="error", error=f"refused: {exc}")
+        else:
+            self._refused = ""
 
     def sources_status(self) -> dict:
         """Each source's status now, for the frame (age and staleness at this instant)."""
