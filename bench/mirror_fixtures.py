@@ -103,9 +103,13 @@ def squeue_doc(names: list[str], gpn: int, n_jobs: int, rng) -> tuple[dict, set[
             state, reason, status = ENDED[int(rng.integers(len(ENDED)))]
             job = copy.copy(tpl["COMPLETED"])
             end = NOW - int(rng.integers(1, 300))
+            hosts = names[at:at + size]
             job.update(job_state=state, state_reason=reason, exit_code=status,
-                       nodes=hostlist(names[at:at + size]), start_time=end - 3600,
-                       end_time=end, gres_detail=[])
+                       nodes=hostlist(hosts), start_time=end - 3600, end_time=end,
+                       gres_detail=[],
+                       job_resources={"nodes": hostlist(hosts), "allocated_hosts": size,
+                                      "allocated_nodes": [dict(alloc_node, nodename=h)
+                                                          for h in hosts]})
         job.update(job_id=job_id, name=f"job-{job_id}", user_name=f"user{i % 97}",
                    account=f"team{i % 13}", node_count=size, tasks=size * gpn,
                    submit_time=NOW - int(rng.integers(60, 86400 * 3)),
