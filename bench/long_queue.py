@@ -12,7 +12,8 @@ Data: ../shared/data/philly/philly.csv (Jeon et al., USENIX ATC 2019, CC-BY-4.0,
 the Pollux authors).
 Run: .venv/bin/python -m bench.long_queue [--policies fifo,backfill,default]
      [--sizes 5000,10000,20000,41000,82247] [--gpus 512] [--slurm-conf PATH]
-The ``slurm`` policy joins the list when ``--slurm-conf`` is given (and the policy exists).
+The ``slurm`` policy joins the list when ``--slurm-conf`` is given (and the policy exists);
+``bench/slurm_defaults.conf`` is Slurm's defaults over one partition.
 """
 
 from __future__ import annotations

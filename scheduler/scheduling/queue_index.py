@@ -159,18 +159,26 @@ class QueueIndex:
                     self._stamps[tenant] = st
                     self._dirty |= keys
         front, front_of = self._front, self._front_of
+        firsts = self.firsts
         for key in self._dirty:
-            old = front_of.pop(key, None)
+            old = front_of.get(key)
+            first = firsts.get(key)
+            if first is None:
+                if old is not None:
+                    del front_of[key]
+                    front.remove(old)
+                continue
+            # the order key less its per-run tail (rank, submit time, job id): the entry
+            # holds that tail and the run index
+            full = order(runs[first[-1]], ctx)
+            prefix = full[:len(full) - len(first) + 1]
+            item = (prefix + first, key, len(prefix))
+            if item == old:
+                continue  # re-keyed to the same place (an order that does not read ``ctx``)
             if old is not None:
                 front.remove(old)
-            first = self.firsts.get(key)
-            if first is not None:
-                # the order key less its per-run tail (rank, submit time, job id): the entry
-                # holds that tail and the run index
-                full = order(runs[first[-1]], ctx)
-                prefix = full[:len(full) - len(first) + 1]
-                item = front_of[key] = (prefix + first, key, len(prefix))
-                front.add(item)
+            front_of[key] = item
+            front.add(item)
         self._dirty = set()
         return front
 
