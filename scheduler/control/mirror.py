@@ -46,6 +46,7 @@ from scheduler.control import mirror_jobs as mj
 from scheduler.control.inject import inject
 from scheduler.control.mirror_jobs import DEFAULT_LIMIT_S, INTERRUPTING, PLANNED  # noqa: F401
 from scheduler.model.job_run import QUEUED
+from scheduler.reliability.mirror_fit import MIN_FAILURES
 from scheduler.sim import Kind
 
 JOB_STATES = ("running", "pending", "ended")
@@ -93,6 +94,7 @@ class Observation:
     complete: bool = True  # the job list is the scheduler's whole view (absent jobs ended)
     telemetry: dict[str, np.ndarray] | None = None  # TELEMETRY name -> per-GPU (NaN: unknown)
     reasons: dict[int, str] = field(default_factory=dict)  # node id -> the scheduler's reason
+    reservations: list[dict] | None = None  # name, nodes (ids), start/end (s), flags, maint
 
 
 class MirrorBook:
@@ -119,6 +121,11 @@ class MirrorBook:
         v = vars(self)
         v.setdefault("hostnames", None)  # node id -> hostname, set by the twin's adapter
         v.setdefault("jobs", {})  # run name -> the scheduler's id, name, user, account, state
+        v.setdefault("profile", None)  # the failure profile the forks draw until measured
+        v.setdefault("nodes_down", 0)  # nodes the cluster took down while watched
+        v.setdefault("node_hours", 0.0)  # node-hours watched up (the exposure of nodes_down)
+        v.setdefault("watched_t", None)  # engine time the exposure was last counted to
+        v.setdefault("reservations", [])  # the scheduler's reservations, as last read
 
     def __setstate__(self, state: dict) -> None:
         vars(self).update(state)
@@ -150,6 +157,12 @@ def release_fork(fork, *, failures: bool = True) -> None:
 def _check(engine, obs: Observation) -> None:
     """Everything that refuses the whole observation, before anything changes."""
     n_nodes = engine.plan.n_nodes
+    for r in obs.reservations or ():
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str) or any(
+                not isinstance(n, int | np.integer) or not 0 <= n < n_nodes
+                for n in r.get("nodes", ())):
+            raise ValueError(f"reservation {r!r}: a name and nodes of this cluster "
+                             f"(0-{n_nodes - 1})")
     for n, st in obs.nodes.items():
         if not isinstance(n, int | np.integer) or not 0 <= n < n_nodes:
             raise ValueError(f"node {n!r} is not a node of this cluster (0-{n_nodes - 1})")
@@ -191,6 +204,7 @@ def observe(engine, obs: Observation) -> dict:
     """
     book = mirror_hold(engine)
     _check(engine, obs)
+    _watched(engine, book)
     changes = {"ended": [], "queued": [], "requeued": [], "started": [], "moved": [],
                "rejected": [], "clamped": [], "nodes": {}, "xid": []}
     seen = {j.key: j for j in obs.jobs}
@@ -217,6 +231,9 @@ def observe(engine, obs: Observation) -> dict:
         changes["nodes"] = {k: v for k, v in changed.items()
                             if k in ("nodes_down", "nodes_up", "drained", "undrained") and v}
         _node_events(engine, book, changes["nodes"], obs.reasons)
+        book.nodes_down += len(changes["nodes"].get("nodes_down", ()))
+    if obs.reservations is not None:
+        book.reservations = [dict(r) for r in obs.reservations]
     book.node_reasons = dict(obs.reasons) if obs.complete else {**book.node_reasons,
                                                                 **obs.reasons}
     # jobs the scheduler moved (or started again) leave their old GPUs first, so that every
@@ -253,6 +270,16 @@ def observe(engine, obs: Observation) -> dict:
         changes["xid"] = _telemetry(engine, book, obs.telemetry)
     book.polls += 1
     return changes
+
+
+def _watched(engine, book: MirrorBook) -> None:
+    """Count the node-hours watched since the last poll (nodes up then): the exposure the
+    forks' measured failure rate divides by (:mod:`scheduler.reliability.mirror_fit`)."""
+    now = float(engine.now)
+    if book.watched_t is not None and now > book.watched_t:
+        up = int(np.count_nonzero(engine.state.node_up))
+        book.node_hours += up * (now - book.watched_t) / 3600.0
+    book.watched_t = now
 
 
 def _refollow(engine, book: MirrorBook, seen: dict) -> dict:
@@ -405,6 +432,11 @@ def mirror_summary(engine) -> dict | None:
             "suspended": suspended,
             "jobs": _shown_jobs(engine, book),
             "xid": {str(k): v for k, v in sorted(book.xid.items())},
+            "reservations": [_reservation_shown(book, r) for r in book.reservations[:20]],
+            "failures_measured": {"nodes_down": int(book.nodes_down),
+                                  "node_hours": round(float(book.node_hours), 1),
+                                  "profile": book.profile,
+                                  "fitted": int(book.nodes_down) >= MIN_FAILURES},
             "telemetry": {"gpus_reporting": int(np.isfinite(tel["util"]).sum()),
                           "gpus": int(up.size),
                           "util_mean_pct": stat(tel["util"], np.mean),
@@ -412,6 +444,15 @@ def mirror_summary(engine) -> dict | None:
                                        if np.isfinite(tel["power_w"]).any() else None),
                           "temp_max_c": stat(tel["temp_c"], np.max),
                           "tensor_active_mean": stat(tel["tensor_active"], np.mean)}}
+
+
+def _reservation_shown(book: MirrorBook, r: dict) -> dict:
+    nodes = [int(n) for n in r.get("nodes", ())]
+    return {"name": str(r.get("name", "")), "nodes": len(nodes),
+            "hosts": [book.host(n) for n in nodes[:10]],
+            "start": r.get("start"), "end": r.get("end"),
+            "maintenance": bool(r.get("maintenance")),
+            "flags": [str(f) for f in r.get("flags", ())]}
 
 
 JOBS_SHOWN = 100

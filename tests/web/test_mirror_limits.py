@@ -21,8 +21,11 @@ from twin.mirror.slurm_source import slurm_view
 MB = 2**20
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+# the peak is VmHWM of this process's own memory: getrusage's ru_maxrss would also count the
+# parent's resident set at fork (Linux keeps the larger of the two across exec), which is
+# pytest's and grows with the tests run before
 READ_ONCE = textwrap.dedent("""
-    import json, resource, sys, time
+    import json, sys, time
     from twin.mirror.slurm_source import slurm_view
     from twin.mirror.errors import SourceError
     t0, c0 = time.monotonic(), time.process_time()
@@ -32,7 +35,9 @@ READ_ONCE = textwrap.dedent("""
     except SourceError as exc:
         error = str(exc)
     print(json.dumps({"error": error,
-                      "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "maxrss_mb": next(int(line.split()[1]) for line in
+                                        open("/proc/self/status") if line.startswith("VmHWM"))
+                                   / 1024,
                       "wall_s": time.monotonic() - t0, "cpu_s": time.process_time() - c0}))
 """)
 

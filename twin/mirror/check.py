@@ -27,8 +27,15 @@ PROBLEM_WORDS = {
     "jobs_with_a_bad_model_declaration": "job(s) with a bad twin: declaration in the comment",
     "unknown_hosts_in_telemetry": "exporter host(s) the inventory lacks",
     "gpu_index_out_of_range": "sample(s) with a GPU index the node does not have",
+    "jobs_on_gpu_slices": "job(s) on MIG or shard slices (not followed: the twin models "
+                          "whole GPUs)",
+    "array_tasks_not_followed": "pending array task(s) beyond the first 1,000 of an array "
+                                "(counted, not queued one by one)",
+    "reservations_on_unknown_nodes": "reservation(s) on nodes the inventory lacks",
+    "stale_exporters": "inventory node(s) whose exporter sent nothing",
 }
-WARN_ONLY = {"jobs_without_gpus", "jobs_with_a_bad_model_declaration"}
+WARN_ONLY = {"jobs_without_gpus", "jobs_with_a_bad_model_declaration", "jobs_on_gpu_slices",
+             "array_tasks_not_followed", "stale_exporters"}
 
 
 @dataclass
@@ -140,6 +147,10 @@ def _prometheus(report: Report, read: Callable | None, hosts: HostIndex):
     mapped = sum(1 for h in view.hosts if h in hosts.node_of)
     report.add(OK if mapped else FAIL, "prometheus",
                f"{len(view.hosts)} exporter host(s), {mapped} of them inventory nodes")
+    silent = [h for h in hosts.hostnames if h not in set(view.hosts)]
+    if silent and mapped:
+        report.add(WARN, "prometheus", f"{len(silent)} inventory node(s) whose exporter sent "
+                                       f"nothing (stale or not scraped): {_names(silent)}")
     return view
 
 

@@ -102,7 +102,7 @@ def run_command(args: list[str], *, conf: Path | None = None, timeout: float,
     return out.decode("utf-8", "replace") if text else out
 
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # a pipe's capacity: each read allocates what it returns, no slack
 _STDERR_KEPT = 64 << 10
 
 
@@ -112,11 +112,16 @@ class _Overflow(Exception):
 
 def _read_capped(proc: subprocess.Popen, deadline: float,
                  max_bytes: int) -> tuple[bytearray, bytes]:
-    """(stdout, the last 64 kB of stderr) of ``proc``, read until both close and it exits."""
-    out, err = bytearray(), bytearray()
+    """(stdout, the last 64 kB of stderr) of ``proc``, read until both close and it exits.
+
+    Stdout is kept as a list of chunks and joined once at the end: a growing buffer would be
+    copied on reallocation, so an answer over the cap could briefly take twice the cap."""
+    chunks: list[bytes] = []
+    size = 0
+    err = bytearray()
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
         while sel.get_map():
             ready = sel.select(deadline - time.monotonic())
             if not ready:
@@ -126,16 +131,22 @@ def _read_capped(proc: subprocess.Popen, deadline: float,
                 if not chunk:
                     sel.unregister(key.fileobj)
                     continue
-                buf = key.data
-                buf += chunk
-                if buf is out and len(out) > max_bytes:
-                    raise _Overflow
-                if buf is err and len(err) > 2 * _STDERR_KEPT:
-                    del err[:-_STDERR_KEPT]
+                if key.data == "out":
+                    size += len(chunk)
+                    if size > max_bytes:
+                        chunks.clear()
+                        raise _Overflow
+                    chunks.append(chunk)
+                else:
+                    err += chunk
+                    if len(err) > 2 * _STDERR_KEPT:
+                        del err[:-_STDERR_KEPT]
     try:
         proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         raise TimeoutError from None
+    out = bytearray().join(chunks)
+    chunks.clear()
     return out, bytes(err[-_STDERR_KEPT:])
 
 

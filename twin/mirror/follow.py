@@ -283,6 +283,23 @@ def _telemetry(prom, hosts: HostIndex, problems: dict) -> dict[str, np.ndarray]:
     return out
 
 
+def _reservations(view, hosts: HostIndex, problems: dict) -> list[dict] | None:
+    """The scheduler's reservations in engine node ids (``None`` when the view has none to
+    give: an older reader); hosts the inventory lacks are counted, the rest kept."""
+    found = getattr(view, "reservations", None)
+    if found is None:
+        return None
+    out = []
+    for r in found:
+        ids = [hosts.node_of.get(h) for h in r.nodes]
+        if any(i is None for i in ids):
+            _problem(problems, "reservations_on_unknown_nodes", r.name)
+        out.append({"name": r.name, "nodes": [i for i in ids if i is not None],
+                    "start": r.start, "end": r.end, "flags": list(r.flags),
+                    "maintenance": bool(r.maintenance)})
+    return out
+
+
 def observation(slurm, prom, hosts: HostIndex) -> tuple[Observation, dict]:
     """The core's observation of what ``slurm`` and ``prom`` (either may be ``None``) read,
     and the problems met per source: ``{source: {kind: {"count": n, "names": [first few]}}}``."""
@@ -291,6 +308,7 @@ def observation(slurm, prom, hosts: HostIndex) -> tuple[Observation, dict]:
     if slurm is not None:
         obs.nodes, obs.reasons = _nodes(slurm, hosts, problems["slurm"])
         obs.jobs = _jobs(slurm, hosts, problems["slurm"])
+        obs.reservations = _reservations(slurm, hosts, problems["slurm"])
     if prom is not None:
         obs.telemetry = _telemetry(prom, hosts, problems["prometheus"])
     return obs, problems

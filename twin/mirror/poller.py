@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 
 from scheduler.control.mirror import mirror_hold, observe
 from scheduler.engine import Engine
+from scheduler.reliability.profiles import load_profile
 from scheduler.workload.jobs import Workload
 from twin import app_setting
 from twin.live.policy import LivePolicyError, live_policy
@@ -53,13 +54,15 @@ def _slurm_read():
                       rest_url=app_setting("SLURM_REST_URL") or None,
                       token=app_setting("SLURM_REST_TOKEN") or None,
                       user=app_setting("SLURM_REST_USER") or None,
-                      timeout=app_setting("MIRROR_TIMEOUT_S"))
+                      timeout=app_setting("MIRROR_TIMEOUT_S"),
+                      max_bytes=int(app_setting("MIRROR_MAX_BYTES")))
 
 
 def _prometheus_read():
     from twin.mirror.prom_source import prom_view
     return prom_view(app_setting("PROMETHEUS_URL"), timeout=app_setting("MIRROR_TIMEOUT_S"),
-                     token=app_setting("PROMETHEUS_TOKEN") or None)
+                     token=app_setting("PROMETHEUS_TOKEN") or None,
+                     max_bytes=int(app_setting("MIRROR_MAX_BYTES")))
 
 
 class MirrorPoller:
@@ -101,9 +104,12 @@ class MirrorPoller:
         inv = self.host.inv
         if inv is None:
             raise MirrorError()
+        profile = load_profile(self.host.failure_profile)
         engine = Engine(inv.plan, Workload(jobs=()), seed=self.host.seed, physics=True,
-                        **self._fork_policy(inv.plan))
-        mirror_hold(engine).origin = self.wall()
+                        failure_modes=profile.modes, **self._fork_policy(inv.plan))
+        book = mirror_hold(engine)
+        book.origin = self.wall()
+        book.profile = profile.name  # what the forks draw until the mirror measured enough
         engine.lineage = f"mirror:{inv.fingerprint}:{inv.cluster_id}"
         return engine
 
@@ -169,6 +175,10 @@ class MirrorPoller:
             status["last_try"] = started
             try:
                 out[name] = self.readers[name]()
+                if name == "prometheus" and self._hosts is not None:
+                    # an exporter that stopped is absent from the answer, not an error
+                    seen = set(getattr(out[name], "hosts", ()))
+                    out[name].stale = [h for h in self._hosts.hostnames if h not in seen]
             except Exception as exc:  # SourceError (one line) or anything a source threw
                 message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 if status["state"] != "error" or status["error"] != message:
@@ -201,6 +211,10 @@ class MirrorPoller:
                                   else f"{name}: reachable again", component=name)
             engine.mirror.hostnames = hosts.hostnames  # events name nodes by hostname
             obs, problems = observation(reads.get("slurm"), reads.get("prometheus"), hosts)
+            stale = getattr(reads.get("prometheus"), "stale", None)
+            if stale:
+                problems["prometheus"]["stale_exporters"] = {"count": len(stale),
+                                                             "names": list(stale[:10])}
             for name in reads:
                 self.sources[name]["problems"] = problems.get(name, {})
             try:

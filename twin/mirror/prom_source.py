@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 
-from twin.mirror.errors import SourceError, gc_paused, http_get, json_load
+from twin.mirror.errors import MAX_BYTES, SourceError, gc_paused, http_get, json_load
 
 DCGM_METRICS = (
     "DCGM_FI_DEV_GPU_UTIL",             # %, 0-100
@@ -77,36 +77,45 @@ class PromView:
         return int(self.gpu.size)
 
 
-def dcgm_query(metrics: Iterable[str] = DCGM_METRICS) -> str:
-    """The PromQL of one instant query for ``metrics`` (see the module docstring).
+def dcgm_query(metrics: Iterable[str] = DCGM_METRICS, *, hostname: str | None = None) -> str:
+    """The PromQL of one instant query for ``metrics`` (see the module docstring); with
+    ``hostname``, that node's GPUs only.
+
+    >>> dcgm_query(["DCGM_FI_DEV_GPU_UTIL"], hostname='gpu-"7"')[40:]
+    '{__name__=~"DCGM_FI_DEV_GPU_UTIL", Hostname="gpu-\\\\"7\\\\""})'
 
     >>> dcgm_query(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"])[:40]
     'max by (__name__, Hostname, gpu, UUID) ('
     >>> dcgm_query(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"])[40:]
     '{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_GPU_TEMP"})'
     """
-    return f'max by ({", ".join(GROUP_BY)}) ({{__name__=~"{"|".join(metrics)}"}})'
+    host = "" if hostname is None else \
+        ', Hostname="' + hostname.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f'max by ({", ".join(GROUP_BY)}) ({{__name__=~"{"|".join(metrics)}"{host}}})'
 
 
 def prom_view(url: str, *, token: str | None = None, timeout: float = 10.0,
               clock: Callable[[], float] = time.time,
               metrics: Iterable[str] = DCGM_METRICS,
-              expect_hosts: Iterable[str] | None = None) -> PromView:
+              expect_hosts: Iterable[str] | None = None,
+              max_bytes: int = MAX_BYTES, hostname: str | None = None) -> PromView:
     """One instant query of the Prometheus at ``url`` (``http://host:9090``) for ``metrics``.
 
     ``token``: sent as ``Authorization: Bearer``.  ``timeout``: seconds to connect and for
     each read.  ``expect_hosts``: the hosts that should report (the inventory's), for
-    ``stale``.  Raises :class:`SourceError` (source ``prometheus <url>``) when Prometheus is
-    unreachable, slow, answers an HTTP error or ``"status": "error"``, or not a vector.
+    ``stale``.  ``max_bytes``: the cap on the answer (decompressed).  Raises
+    :class:`SourceError` (source ``prometheus <url>``) when Prometheus is unreachable, slow,
+    answers an HTTP error, an answer over the cap, ``"status": "error"``, or not a vector.
+    ``hostname``: ask for that node's GPUs only (a node page).
     """
     metrics = tuple(metrics)
     base = url.rstrip("/")
     source = f"prometheus {base}"
-    query = urlencode({"query": dcgm_query(metrics)})
+    query = urlencode({"query": dcgm_query(metrics, hostname=hostname)})
     headers = {"Accept": "application/json", "Accept-Encoding": "gzip",
                **({"Authorization": f"Bearer {token}"} if token else {})}
     raw = http_get(f"{base}/api/v1/query?{query}", headers=headers, timeout=timeout,
-                   source=source)
+                   source=source, max_bytes=max_bytes)
     doc = json_load(raw, source=source, what="GET /api/v1/query")
     return parse_prom(doc, metrics=metrics, expect_hosts=expect_hosts, read_at=clock(),
                       source=source)

@@ -21,6 +21,7 @@ from twin.inventory import selectors as inventory_selectors
 from twin.inventory.models import Cluster
 from twin.live import selectors as live_selectors
 from twin.live.models import LiveState
+from twin.mirror.node_telemetry import measured_node
 from twin.pages import search
 from twin.pages.columns import job_gpu_ranges, node_gpu_rows
 
@@ -118,6 +119,7 @@ def node_page(request, index: int):
                                        accelerators=detail["accelerators"],
                                        links=detail["links"], now=now),
         "holders_reported": holders_reported, "telemetry_missing": telemetry_missing,
+        "measured": measured_node(node["hostname"], node["gpus"]),
         "can_act": services_actions.can_act(request.user)})
 
 
