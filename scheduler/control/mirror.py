@@ -95,6 +95,7 @@ class Observation:
     telemetry: dict[str, np.ndarray] | None = None  # TELEMETRY name -> per-GPU (NaN: unknown)
     reasons: dict[int, str] = field(default_factory=dict)  # node id -> the scheduler's reason
     reservations: list[dict] | None = None  # name, nodes (ids), start/end (s), flags, maint
+    unmapped: set[str] = field(default_factory=set)  # listed, but the adapter could not map
 
 
 class MirrorBook:
@@ -215,6 +216,12 @@ def observe(engine, obs: Observation) -> dict:
         if job is None and not obs.complete:
             continue
         run = runs[idx]
+        if job is None and key in obs.unmapped:  # still the scheduler's, now beyond the twin
+            if run.state in mj.HOLDING:
+                mj.stop(engine, run, "moved where the twin cannot follow it")
+            book.rejected[key] = "the scheduler lists it where the twin cannot follow it"
+            changes["rejected"].append(key)
+            continue
         if job is None or job.state == "ended":
             mj.end(engine, book, run, job.reason if job else "GONE")
             if run.spec.name in book.jobs:
@@ -262,7 +269,9 @@ def observe(engine, obs: Observation) -> dict:
                 continue
         to_place.append(job)
     _place(engine, book, to_place, taken, changes)
-    for key in [k for k in book.rejected if k not in seen or seen[k].state == "ended"]:
+    for key in [k for k in book.rejected
+                if (k not in seen and (k not in obs.unmapped or k not in book.runs))
+                or (k in seen and seen[k].state == "ended")]:
         del book.rejected[key]
     if obs.complete:  # ended jobs the scheduler no longer lists need no memory
         book.counted &= seen.keys()

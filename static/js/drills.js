@@ -42,7 +42,7 @@
     var parts = [];
     if (Array.isArray(o.jobs)) parts.push(o.jobs.length + " job(s) hit");
     if (o.gpus !== undefined) parts.push(o.gpus + " GPUs");
-    if (o.repair_s) parts.push("repair " + P.fmt(o.repair_s) + " s");
+    if (o.repair_s) parts.push("repair " + P.duration(o.repair_s));
     return parts.join(", ");
   }
 
@@ -68,7 +68,7 @@
           var ended = (d.outcome || {}).ended;
           return [d.id, d.requested_by || "–", d.requested_at.slice(0, 19).replace("T", " "), d.kind,
                   targetText(d), d.status,
-                  d.applied_at_sim === null ? "–" : P.fmt(d.applied_at_sim) + " s", outcomeText(d),
+                  d.applied_at_sim === null ? "–" : P.simTime(d.applied_at_sim), outcomeText(d),
                   ended ? "ended by " + (ended.by || "an operator") : "–"];
         }), "No drills yet.");
       })

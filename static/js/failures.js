@@ -17,9 +17,9 @@
     P.setText("lemon-nodes", lemons.length ? "Nodes " + lemons.join(", ") : "None.");
     P.fillTable("mttf-rows", (failures.mttf_by_size || []).map(function (b) {
       return [b.gpus, P.fmt(b.jobs), P.fmt(b.interruptions),
-              b.mttf_hours === null ? "no failure yet" : P.fmt(b.mttf_hours, 1) + " h",
+              b.mttf_hours === null ? "no failure yet" : P.durationH(b.mttf_hours),
               b.predicted_mttf_hours === null || b.predicted_mttf_hours === undefined ? "–" :
-                P.fmt(b.predicted_mttf_hours, 0) + " h"];
+                P.durationH(b.predicted_mttf_hours)];
     }), "No jobs yet.");
     var byCause = inter.by_cause || {};
     var causes = Object.keys(byCause).sort(function (a, b) { return byCause[b] - byCause[a]; });

@@ -10,9 +10,7 @@
   var lastFetch = 0;
   var REFRESH_MS = 2000;
 
-  function hours(h) {
-    return h === null || h === undefined ? "–" : P.fmt(h, 2) + " h";
-  }
+  function hours(h) { return P.durationH(h); }
 
   function loadQueue() {
     lastFetch = Date.now();
@@ -27,7 +25,7 @@
         P.fillTable("queue-rows", body.rows.map(function (q) {
           return [q.position, q.name, q.tenant, P.fmt(q.gpus), q.priority, hours(q.wait_h),
                   q.reason || "–",
-                  q.reserved_start_h === null ? "–" : "at " + hours(q.reserved_start_h)];
+                  q.reserved_start_h === null ? "–" : "at " + P.simTime(3600 * q.reserved_start_h)];
         }), "The queue is empty.");
         document.querySelectorAll("#queue-table th[data-sort]").forEach(function (th) {
           th.setAttribute("aria-sort", th.dataset.sort !== view.sort ? "none" :

@@ -155,6 +155,18 @@
     P.setText("mirror-rejected", mirror.rejected_count ? mirror.rejected_count + ": " +
       Object.keys(mirror.rejected).map(function (k) { return k + " (" + mirror.rejected[k] + ")"; })
         .join("; ") : "none");
+    P.setText("mirror-suspended", String(mirror.suspended || 0));
+    var resv = mirror.reservations || [];
+    P.setText("mirror-reservations", resv.length ? resv.map(function (r) {
+      var until = r.end ? ", until " + new Date(r.end * 1000).toLocaleString() : "";
+      return r.name + (r.maintenance ? " (maintenance window" : " (reservation") + ", " +
+        r.nodes + " node" + (r.nodes === 1 ? "" : "s") + ": " + r.hosts.join(", ") +
+        (r.nodes > r.hosts.length ? " …" : "") + until + ")";
+    }).join("; ") : "none");
+    var fm = mirror.failures_measured;
+    P.setText("mirror-failures", fm ? fm.nodes_down + " node(s) down in " +
+      Math.round(fm.node_hours).toLocaleString() + " node-hours watched; what-ifs draw " +
+      (fm.fitted ? "the measured rate" : "profile " + (fm.profile || "the default")) : "–");
   }
 
   TwinLive.on("data", function (msg) {

@@ -150,3 +150,19 @@ def test_a_job_that_outlives_the_twins_estimate_of_its_length_is_followed_on(lea
                                                       elapsed_s=900.0)]))
     assert changes["rejected"] == [] and changes["started"] == ["1"]
     assert lean.runs[lean.mirror.runs["1"]].state == "running"
+
+
+def test_a_job_moved_where_the_twin_cannot_follow_is_stopped_and_listed_never_ended(lean):
+    observe(lean, Observation(jobs=[running("7", [0])]))
+    run = run_named(lean, "slurm-7")
+    # the scheduler still lists job 7, on a node the inventory lacks: the adapter drops it
+    changes = observe(lean, Observation(jobs=[], unmapped={"7"}))
+    assert changes["ended"] == [] and changes["rejected"] == ["7"]
+    assert run.state == "queued" and "7" in lean.mirror.rejected
+    assert lean.mirror.ended == {}
+    # back on nodes the twin knows: the same run follows it again
+    changes = observe(lean, Observation(jobs=[running("7", [3])]))
+    assert run.state == "running" and run.placement.nodes.tolist() == [3]
+    assert "7" not in lean.mirror.rejected
+    # and when the scheduler stops listing it, it has ended
+    assert observe(lean, Observation(jobs=[]))["ended"] == ["7"]

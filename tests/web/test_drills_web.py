@@ -100,8 +100,8 @@ def test_the_list_shows_who_when_status_and_outcome(staff, demo_users):
                            requested_by=demo_users["staff"], status=m.DrillStatus.REFUSED,
                            outcome={"error": "cloud pool 'nowhere/none' does not exist"})
     html = staff.get("/drills/").content.decode()
-    assert "2 job(s) hit, 48 GPUs, repair 3600 s" in html
-    assert "<td>7200 s</td>" in html and "<td>admin</td>" in html
+    assert "2 job(s) hit, 48 GPUs, repair 1 h" in html  # durations as twin/pages/formats.py
+    assert '<span class="sim-time">day 0, 02:00</span>' in html and "<td>admin</td>" in html
     assert "cloud pool &#x27;nowhere/none&#x27; does not exist" in html
     assert '<tr class="status-refused">' in html
 

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from scheduler.limits import checks
 from scheduler.live import in_ranges
 from scheduler.placement_schema import LivePlacement
+from twin.api import events as event_log
 from twin.api.bodies import json_error
 from twin.inventory import floor
 from twin.inventory import selectors as inventory_selectors
@@ -70,9 +71,11 @@ def api_jobs(request):
 
 @require_GET
 def api_events(request):
-    """The stored event log of the engine now running, newest first: ``?kind=``,
-    ``?component=`` (e.g. ``switch 12``), ``?job=``, ``?page=`` (from 1), ``?per_page=``
-    (1-500, default 100)."""
+    """The stored event log of the engine now running, newest first: ``?kind=`` (a kind of
+    ``twin.api.events.KINDS`` or of this log), ``?severity=`` (info, warning, critical: that
+    and above), ``?routine=0`` (leave out routine scheduling; shown by default here),
+    ``?component=`` (e.g. ``switch 12``), ``?job=``, ``?page=`` (from 1; past the last, the
+    last, with ``page_asked``), ``?per_page=`` (1-500, default 100).  A bad filter is a 400."""
     live, error = _live_or_error()
     if error:
         return error
@@ -84,9 +87,13 @@ def api_events(request):
     if not 1 <= page <= PAGE_MAX or not 1 <= per_page <= live_selectors.EVENTS_PER_PAGE_MAX:
         return json_error(f"page must be between 1 and {PAGE_MAX} and per_page between 1 and "
                       f"{live_selectors.EVENTS_PER_PAGE_MAX}", 400)
-    filters = {k: request.GET.get(k, "")[:200] for k in ("kind", "component", "job")}
-    return JsonResponse({**_live_head(live), **live_selectors.engine_events_page(
-        inventory=live.inventory, page=page, per_page=per_page, **filters)})
+    try:
+        filters = event_log.event_filters_parse(request.GET, inventory=live.inventory,
+                                                routine_default=True)
+    except event_log.BadFilter as exc:
+        return json_error(str(exc), 400)
+    return JsonResponse({**_live_head(live), **event_log.events_page(
+        inventory=live.inventory, filters=filters, page=page, per_page=per_page)})
 
 
 @require_GET

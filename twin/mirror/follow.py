@@ -308,6 +308,8 @@ def observation(slurm, prom, hosts: HostIndex) -> tuple[Observation, dict]:
     if slurm is not None:
         obs.nodes, obs.reasons = _nodes(slurm, hosts, problems["slurm"])
         obs.jobs = _jobs(slurm, hosts, problems["slurm"])
+        # listed but not followable (unknown nodes, GPU slices...): still there, not ended
+        obs.unmapped = {str(j.job_id) for j in slurm.jobs} - {j.key for j in obs.jobs}
         obs.reservations = _reservations(slurm, hosts, problems["slurm"])
     if prom is not None:
         obs.telemetry = _telemetry(prom, hosts, problems["prometheus"])

@@ -9,7 +9,9 @@ from django.shortcuts import redirect, render
 from django.views import csrf, defaults
 from django.views.decorators.http import require_GET, require_http_methods
 
+from twin.api import events as event_log
 from twin.api.bodies import json_error
+from twin.api.events import EventFilters
 from twin.api.views import PAGE_MAX
 from twin.control import actions as services_actions
 from twin.control import selectors as control_selectors
@@ -20,6 +22,8 @@ from twin.control.permissions import DRILLS_DENIED, can_run_drills
 from twin.inventory import floor
 from twin.inventory import selectors as inventory_selectors
 from twin.live import selectors as live_selectors
+from twin.pages import event_rows
+from twin.pages.clock import sim_clock
 
 
 # ----------------------------------------------------------------- pages
@@ -52,20 +56,32 @@ def failures(request):
 
 @require_GET
 def events(request):
-    """The stored event log of the engine now running, newest first, filtered and paged
-    (the same query as ``/api/events``)."""
+    """The stored event log of the engine now running, newest first, filtered and paged (the
+    query of ``/api/events``; here routine scheduling is left out unless asked for).  A bad
+    filter is a 400 with its message; a page past the last shows the last and says so."""
     live = live_selectors.live_state_get()
-    filters = {k: request.GET.get(k, "").strip()[:200] for k in ("kind", "component", "job")}
+    if live is None:
+        return render(request, "twin/events.html", {"data": None, "filters": EventFilters()})
     try:
-        page = min(max(1, int(request.GET.get("page", 1))), PAGE_MAX)
-    except ValueError:
-        page = 1
-    data = (live_selectors.engine_events_page(inventory=live.inventory, page=page, per_page=100,
-                                         **filters)
-            if live is not None else None)
-    query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
-    return render(request, "twin/events.html", {"data": data, "filters": filters,
-                                                 "query": query})
+        filters = event_log.event_filters_parse(request.GET, inventory=live.inventory,
+                                                routine_default=False)
+        page = event_log.page_parse(request.GET.get("page", ""))
+    except event_log.BadFilter as exc:
+        return render(request, "twin/events.html", {"data": None, "error": str(exc),
+                                                     "filters": EventFilters()}, status=400)
+    data = event_log.events_page(inventory=live.inventory, filters=filters,
+                                 page=min(page, PAGE_MAX), per_page=100)
+    if data["pages"] < page:
+        data["page_asked"] = page
+    times = [e["t"] for e in data["events"]]
+    clock = sim_clock(live, t_from=min(times), t_to=max(times)) if times else None
+    return render(request, "twin/events.html", {
+        "data": data, "rows": event_rows.waves(data["events"]), "filters": filters,
+        "query": filters.query(routine_default=False), "clock": clock,
+        "kinds": event_rows.kind_choices(event_log.kind_counts(inventory=live.inventory),
+                                         chosen=filters.kind),
+        "severities": event_log.SEVERITIES,
+    })
 
 
 @require_http_methods(["GET", "POST"])
