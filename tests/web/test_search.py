@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import frames
 from tests.web.test_entity_pages import RUN, frame, placement
 from twin import models as m
 from twin.live import services
@@ -124,3 +125,21 @@ def test_search_needs_a_login(live, client):
 def test_search_works_before_any_live_engine_reported(small_cluster, login):
     got = hits(login("operator"), "tiny-n000000")
     assert got["node"] == [("tiny-n000000", "/nodes/0/")] and "job" not in got
+
+
+def test_a_mirror_s_jobs_are_found_by_slurm_s_id_job_name_user_and_account(small_cluster, login):
+    """Issue 26: Slurm's job names and users are searchable (the frame's followed jobs)."""
+    run = "slurm-4242"
+    f = frame()
+    f["running_jobs"][0]["name"] = run
+    f = frames.frame(**{**f, "mirror": {"jobs": {run: {
+        "key": "4242", "name": "llama-sft", "user": "ana", "account": "nlp", "partition": "gpu",
+        "state": "running"}}}})
+    services.live_state_write(seq=1, t_sim=7200.0, frame=f, health="ok", last_error="",
+                              speed=60.0, paused=False, inventory=RUN, placement=placement())
+    client = login("operator")
+    for q in ("4242", "llama", "ana", "nlp", "slurm-42"):
+        assert hits(client, q).get("job") == [(run, f"/jobs/{run}/")], q
+    detail = client.get("/api/search", {"q": "llama"}).json()["results"]["job"]["hits"][0]
+    assert detail["detail"] == "running: Slurm job 4242 'llama-sft' of ana (nlp)"
+    assert "job" not in hits(client, "bob")

@@ -180,9 +180,18 @@ def _live(groups: dict[str, Group], placement: LivePlacement | None,
         states.setdefault(row["name"], row["state"])
     for row in frame["queue"] if frame is not None else ():
         states.setdefault(row["name"], "queued")
-    names = sorted(n for n in states if n.startswith(q))
+    # a mirror's jobs by the scheduler's own words: id, job name, user, account
+    slurm = (frame.get("mirror") or {}).get("jobs", {}) if frame is not None else {}
+    said = {run: job for run, job in slurm.items()
+            if any(str(job.get(k, "")).lower().startswith(q.lower())
+                   for k in ("key", "name", "user", "account"))}
+    names = sorted(n for n in states if n.startswith(q) or n in said)
     for name in _in_memory(groups["job"], names, limit):
-        groups["job"].hits.append({"name": name, "detail": states[name],
+        job = slurm.get(name)
+        detail = states[name] if job is None else (
+            f"{states[name]}: Slurm job {job['key']} {job['name']!r} of {job['user']}"
+            + (f" ({job['account']})" if job.get("account") else ""))
+        groups["job"].hits.append({"name": name, "detail": detail,
                                    "url": f"/jobs/{quote(name, safe='')}/"})
     tenants = {t["tenant"]: t for t in frame["tenants"]} if frame is not None else {}
     for name in _in_memory(groups["tenant"], sorted(t for t in tenants if t.startswith(q)),
