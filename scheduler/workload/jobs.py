@@ -213,6 +213,8 @@ class TrainingJob:
     gpus_per_node : int, optional
         GPUs on each node (Slurm's ``--gres=gpu:N`` with ``--nodes``); ``None``: whole nodes
         plus one partial node, as the placement chooses.
+    reservation : str
+        The advance reservation the job runs in (Slurm's ``--reservation``); empty for none.
     """
 
     job_id: int
@@ -242,6 +244,7 @@ class TrainingJob:
     user: str = ""
     time_limit_s: float | None = None
     gpus_per_node: int | None = None
+    reservation: str = ""
 
     def __post_init__(self) -> None:
         if self.gpus <= 0:

@@ -21,6 +21,8 @@ from scheduler.scheduling.slurm.conf import (
     read_qos,
     read_slurm_conf,
 )
+from scheduler.scheduling.slurm.mechanics import COMPLETE_S
+from scheduler.scheduling.slurm.preemption import KILL_S
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Tenant, TrainingJob, Workload
 
 NODES = "NodeName=gpu[1-4] Gres=gpu:8 CPUs=64 RealMemory=512000\n"
@@ -177,25 +179,26 @@ PREEMPT = ONE_PARTITION + ("PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
 def test_qos_preemption_requeues_the_victim_to_run_again_from_its_start():
     """j0 (normal) fills the cluster from 0.5 s for 100 s.  j1 (high QOS, preempts normal)
     arrives at 20 s: at the next poll (20.5 s) j0 is killed and requeued, and j1 starts
-    when j0's nodes are released, 1 s later (KILL_S), until 51.5 s.  j0 is eligible again
-    10 + 1 s after its eviction (cred_expire + 1) but waits for j1 and reruns its whole
-    100 s once j1's nodes have completed, from 52 s: it ends at 152 s."""
+    when j0's nodes are released, KILL_S later, for 30 s.  j0 is eligible again 10 + 1 s
+    after its eviction (cred_expire + 1) but waits for j1 and reruns its whole 100 s once
+    j1's nodes have completed (COMPLETE_S after its end)."""
     e = run(PREEMPT, [job(0, 0, 100, 32, limit=200, qos="normal"),
                       job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 21.5
-    assert ends(e) == {"j0": 152.0, "j1": 51.5}
+    j1 = 20.5 + KILL_S
+    assert starts(e)["j1"] == pytest.approx(j1)
+    assert ends(e) == pytest.approx({"j0": j1 + 30 + COMPLETE_S + 100, "j1": j1 + 30})
     assert e.scheduler.mechanics.counters["requeued"] == 1
 
 
 def test_a_requeued_job_waits_for_its_credential_to_expire():
     """j0 (normal, 16 GPUs) and j9 (high, 16 GPUs) fill the cluster.  j1 (high, 16 GPUs,
-    5 s) evicts j0 at 20.5 s, starts at 21.5 s and ends at 26.5 s: 16 GPUs are free from
+    5 s) evicts j0 at 20.5 s, starts KILL_S later and ends 5 s on: 16 GPUs are free from
     then, yet j0 may start again only at 20.5 + 10 + 1 = 31.5 s (cred_expire + 1), and
     reruns its 100 s to 131.5 s."""
     e = run(PREEMPT, [job(0, 0, 100, 16, limit=200, qos="normal"),
                       job(9, 0, 500, 16, limit=600, qos="high"),
                       job(1, 20, 5, 16, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 21.5
+    assert starts(e)["j1"] == pytest.approx(20.5 + KILL_S)
     assert ends(e)["j0"] == 131.5
 
 
@@ -203,16 +206,16 @@ def test_preempt_exempt_time_protects_young_jobs():
     """PreemptExemptTime=00:00:30: j0 started at 0.5 s may not be preempted before 30.5 s.
     j1 (arriving at 20 s) is refused then, and nothing changes after: the backfill agent
     has no more work, so j1 waits for the main scheduler's periodic full pass, which evicts
-    j0 (j1 starts 1 s later): at 60 s with the default sched_interval of 60 s, at 40 s with
+    j0 (j1 starts KILL_S later): at 60 s with the default sched_interval of 60 s, at 40 s with
     sched_interval=10 (at 30 s j0 is still 0.5 s too young)."""
     conf = PREEMPT + "PreemptExemptTime=00:00:30\n"
     e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
                    job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 61.0
+    assert starts(e)["j1"] == pytest.approx(60 + KILL_S)
     conf = conf + "SchedulerParameters=bf_interval=1,bf_resolution=1,sched_interval=10\n"
     e = run(conf, [job(0, 0, 100, 32, limit=200, qos="normal"),
                    job(1, 20, 30, 32, limit=60, qos="high")], qos=QOS)
-    assert starts(e)["j1"] == 41.0
+    assert starts(e)["j1"] == pytest.approx(40 + KILL_S)
 
 
 def test_cancel_mode_ends_the_victim():

@@ -503,15 +503,22 @@ def recorded(sacct: dict) -> tuple[dict[int, Recorded], int]:
     return jobs, epoch
 
 
+SUBMIT_MID_S = 0.5
+"""sacct truncates times to the second: a job it shows submitted at ``s`` reached slurmctld
+somewhere in ``[s, s + 1)``; the trace puts it in the middle (a submission at ``s`` exactly
+would be seen by a pass that Slurm ran before it, e.g. one as a job ended at ``s + 0.03``)."""
+
+
 def write_trace(path: Path, planned_of: dict[int, Planned], jobs: dict[int, Recorded]) -> None:
-    """The stream as the documented CSV: Slurm's submits from its first, planned shapes."""
+    """The stream as the documented CSV: Slurm's submits from its first (the middle of
+    sacct's second, :data:`SUBMIT_MID_S`), planned shapes."""
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(TRACE_HEADER)
         for job_id in sorted(planned_of):
             p = planned_of[job_id]
-            w.writerow([job_id, jobs[job_id].submit_s, p.duration_s, p.gpus, p.gpus_per_node,
-                        p.partition, p.qos, "root", p.time_limit_min * 60])
+            w.writerow([job_id, jobs[job_id].submit_s + SUBMIT_MID_S, p.duration_s, p.gpus,
+                        p.gpus_per_node, p.partition, p.qos, "root", p.time_limit_min * 60])
 
 
 def write_job_log(path: Path, jobs: dict[int, Recorded]) -> None:

@@ -8,10 +8,11 @@ seeded stream of 44 ``sleep`` jobs over a minute on its own real Slurm 22.05 (fo
 with the same ``slurm.conf`` on the same nodes (imported from a running Slurm with
 ``import_inventory --from-slurm``), and per job its start must agree with Slurm's within the
 scenario's floor (:data:`FLOOR`; issue 25's bar, median ``|Δstart|`` <= 2 s, >= 90 % of jobs
-within 5 s and Kendall tau >= 0.9, is :data:`ISSUE_BAR`: the median and tau are reached, the
-share within 5 s not yet), and far closer than the twin's own ``backfill`` policy.
+within 5 s and Kendall tau >= 0.9, is :data:`ISSUE_BAR`: reached on the multifactor stream and
+mostly on tiers, not yet on every backfill run nor on the QOS stream), and far closer than the
+twin's own ``backfill`` policy.
 Slurm against itself on these streams (``bench/slurm_agreement.py``; ``docs/validation.md``
-has the figures): median 0-1 s, 68-100 % within 5 s, tau 0.80-0.999, the QOS stream the
+has the figures): median 0-2 s, 61-100 % within 5 s, tau 0.65-1.0, the QOS stream the
 least reproducible.  The module takes about 4.5 minutes (each stream starts 60 s after its
 slurmctld, see ``agreement.ALIGN_S``).
 """
@@ -33,6 +34,7 @@ from tests.slurm.agreement import (
     BATCH,
     ENDED,
     SCENARIOS,
+    SUBMIT_MID_S,
     TRACE_HEADER,
     Run,
     Scenario,
@@ -47,14 +49,16 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 ACCOUNTING_BINS = ("slurmdbd", "sacct", "sacctmgr", "sbatch", "mariadbd", "mariadb-install-db")
 ISSUE_BAR = (2.0, 0.90, 0.90)
 """Issue 25's bar: median |Δstart| <= 2 s, >= 90 % within 5 s, Kendall tau >= 0.9."""
-FLOOR = {"backfill": (2.5, 0.70, 0.88), "multifactor": (5.0, 0.40, 0.75),
-         "tiers": (4.0, 0.45, 0.82), "qos-preempt": (4.0, 0.40, 0.35)}
+FLOOR = {"backfill": (2.0, 0.75, 0.90), "multifactor": (2.0, 0.80, 0.93),
+         "tiers": (2.5, 0.75, 0.88), "qos-preempt": (3.0, 0.55, 0.60)}
 """What the twin holds on every recorded run (median s, share within 5 s, tau), with a margin
-for Slurm's own variation on a loaded machine: on 20 runs (five per stream, one of them during
-a full ``make test``) it reached 0.5-3.75 s, 57-86 % and tau 0.48-0.97 (``docs/validation.md``),
-against Slurm's own 0-2 s, 61-100 % and 0.65-0.999 run to run.  Issue 25's share within 5 s is
-not reached yet; the median mostly is (not on two multifactor runs), and tau except on the QOS
-stream (Slurm's own least reproducible) and one multifactor run (0.848 under load)."""
+for Slurm's own variation on a loaded machine: on four runs per stream (two benches,
+``docs/validation.md``; a run of this module passed these floors too) backfill 0.5-1 s /
+86-93 % / 0.93-0.98, multifactor 0.5-1.5 s / 95-100 % / 0.99-1.0, tiers 0.5-1.5 s /
+89-98 % / 0.94-0.97, qos-preempt 0.5-1.5 s / 73-91 % / 0.76-0.81, against Slurm's own
+0-1 s, 77-100 % and 0.83-1.0 run to run.  Issue 25's bar is met on the multifactor stream,
+mostly on tiers, on one backfill run; not on the QOS stream, where one preemption's victim
+(which low job, so which job waits 121 s) decides the rest and tau stays near 0.8."""
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +98,7 @@ def test_slurm_ran_and_recorded_every_job_of_the_stream(ran, name):
         rows = list(csv.reader(fh))
     assert tuple(rows[0]) == TRACE_HEADER
     assert [int(r[0]) for r in rows[1:]] == sorted(outcome.jobs)
-    assert min(int(r[1]) for r in rows[1:]) == 0
+    assert min(float(r[1]) for r in rows[1:]) == SUBMIT_MID_S  # sacct's 0, mid-second
 
 
 def test_slurm_holds_a_requeued_job_for_two_minutes(ran):

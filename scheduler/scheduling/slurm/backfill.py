@@ -13,7 +13,7 @@ from sortedcontainers import SortedList
 
 from scheduler.model.job_run import JobRun
 from scheduler.model.state import Placement
-from scheduler.scheduling.slurm import preemption
+from scheduler.scheduling.slurm import limits, preemption
 from scheduler.scheduling.slurm.nodespace import NodeSpace
 
 WILL_RUN_WINDOW_S = 30.0
@@ -32,7 +32,7 @@ def cycle(m) -> None:
     ends = SortedList(key=lambda e: e[0])
     for node in np.flatnonzero(m.completing > now).tolist():
         ends.add((float(m.completing[node]), np.array([node]),
-                  np.array([m.state.node_free[node]])))
+                  np.array([m.state.node_free[node]]), -1))
     for run in m.jobs.running.values():
         rec = m.rec.get(run.idx)
         limit = rec.limit if rec is not None else math.inf
@@ -40,7 +40,7 @@ def cycle(m) -> None:
             continue
         p = run.placement
         counts = m.state.node_gpus[p.nodes] if whole_node else p.counts
-        ends.add((rec.started + limit, p.nodes, counts))
+        ends.add((limits.planned_end(m, run, rec, now), p.nodes, counts, run.idx))
     per_user: dict[str, int] = {}
     nowhere: set[tuple] = set()
     tested = 0
@@ -60,17 +60,21 @@ def cycle(m) -> None:
             break
         m.counters["backfill_tested"] += 1
         m.s.counters["placement_decisions"] += 1
+        if m.limits.blocked(run, rec) or (m.book is not None and m.book.deferred(run, now)):
+            continue  # a QOS limit holds it, or its reservation is not on: no plan for it
         # the plan only fills up during a cycle: a job of a shape that found no start
         # in it finds none either (its test is counted, as Slurm counts it)
-        shape = (run.gpus, rec.per, rec.limit, rec.part, run.models)
+        shape = (run.gpus, rec.per, rec.limit, rec.part, run.models, run.spec.reservation,
+                 rec.preempts)  # a job that may preempt is planned without its victims
         if shape in nowhere:
             continue
         mask = m.state.schedulable() & m.part_mask.get(rec.part, True)
-        found = will_run(m, run, rec, ends, space, mask, horizon)
-        if ((found is None or found[0] > now) and m.conf.preempt_type != "preempt/none"
-                and now >= rec.waits_until
-                and preemption.preempt_for(m, run, rec, mask & ~space.blocked[0])):
-            continue  # backfill preempts too (will-run with preemptable jobs)
+        gone = preemption.candidates(m, rec) if now >= rec.waits_until else []
+        found = will_run(m, run, rec, ends, space, mask, horizon, gone)
+        if found is not None and found[1] is None:
+            # it fits now only with its preemptable jobs gone: backfill starts it, preempting
+            preemption.preempt_for(m, run, rec, _open(m, run, rec, mask, space, now))
+            continue
         if found is None:
             nowhere.add(shape)
             continue
@@ -82,7 +86,7 @@ def cycle(m) -> None:
             if math.isfinite(rec.limit):
                 counts = (m.state.node_gpus[placement.nodes] if whole_node
                           else placement.counts)
-                ends.add((now + rec.limit, placement.nodes, counts))
+                ends.add((now + rec.limit, placement.nodes, counts, run.idx))
         else:
             m.counters["reservations"] += 1
             if run.reserved_start is None:
@@ -91,26 +95,76 @@ def cycle(m) -> None:
 
 
 def will_run(m, run: JobRun, rec, ends, space: NodeSpace, mask: np.ndarray,
-             horizon: float) -> tuple[float, Placement] | None:
+             horizon: float, gone: list[JobRun] = ()
+             ) -> tuple[float, Placement | None] | None:
     """When and where ``run`` would start as slurmctld's will-run test predicts it: now on
     the free nodes, else after batches of running jobs end (by their limits,
     :data:`WILL_RUN_WINDOW_S`), on nodes no reservation withholds over its whole limit; its
-    start rounded down to ``bf_resolution``.  ``None`` if not within ``horizon``."""
-    now, res = m.ctx.now, m.conf.bf_resolution_s
+    start rounded down to ``bf_resolution``.  ``None`` if not within ``horizon``.
+
+    ``gone``: the running jobs ``run`` may preempt.  As cons_common's ``_will_run_test``
+    with preemptee candidates, they leave the plan at once: ``(now, None)`` if ``run`` fits
+    now only without them (backfill then starts it by preemption), and the later starts are
+    predicted from the other jobs' ends alone."""
+    now = m.ctx.now
     free = m.free_now().astype(np.int64)
-    placement = m.choose(run, rec, free, mask & ~space.blocked_over(now, rec.limit))
+    open_now = _open(m, run, rec, mask, space, now)
+    placement = m.choose(run, rec, free, open_now)
     if placement is not None:
         return now, placement
-    if not ends:
-        return None
+    if len(gone):
+        for r in gone:
+            p = r.placement
+            if m.conf.memory_whole_node:
+                free[p.nodes] = m.state.node_gpus[p.nodes]
+            else:
+                np.add.at(free, p.nodes, p.counts)
+        if m.choose(run, rec, free, open_now) is not None:
+            return now, None
+        ids = {r.idx for r in gone}
+        ends = [e for e in ends if e[3] not in ids]
+    # the earliest of will-run's batch ends and the plan's (and advance reservations')
+    # boundaries at which it fits: backfill.c retries a start past the next boundary there
+    # (TRY_LATER with later_start), so a node a reservation frees sooner wins over a later
+    # batch end
+    steps = _batches(m, ends, free) if len(ends) else []
+    book = m.book.boundaries if m.book is not None else ()
+    times = sorted({t for t, _ in steps} | {t for t in (*space.times, *book) if t > now})
+    k, cur = 0, free
+    for t in times:
+        if t > horizon:
+            return None
+        while k < len(steps) and steps[k][0] <= t:
+            cur = steps[k][1]
+            k += 1
+        placement = m.choose(run, rec, cur, _open(m, run, rec, mask, space, t))
+        if placement is not None:
+            return t, placement
+    return None
+
+
+def _open(m, run, rec, mask: np.ndarray, space: NodeSpace, t: float) -> np.ndarray:
+    """The nodes of ``mask`` no backfill reservation nor advance reservation withholds from
+    ``run`` over ``[t, t + limit)``."""
+    out = mask & ~space.blocked_over(t, rec.limit)
+    return out if m.book is None else out & m.book.usable(run, rec.limit, t, mask)
+
+
+def _batches(m, ends, free: np.ndarray) -> list[tuple[float, np.ndarray]]:
+    """Will-run's batches of running jobs' ends (:data:`WILL_RUN_WINDOW_S`): per batch, the
+    start it gives (its last end, rounded down to ``bf_resolution``, after now) and the GPUs
+    free after it."""
+    now, res = m.ctx.now, m.conf.bf_resolution_s
+    free = free.copy()
     first = ends[0][0]
     top = first + (WILL_RUN_WINDOW_S - first % WILL_RUN_WINDOW_S)
     window = WILL_RUN_WINDOW_S
+    out = []
     i, n = 0, len(ends)
     while i < n:
         last = ends[i][0]
         while True:  # one batch: every job ending by top + window
-            end, nodes, counts = ends[i]
+            end, nodes, counts, _ = ends[i]
             np.add.at(free, nodes, counts)
             last = end
             i += 1
@@ -121,19 +175,5 @@ def will_run(m, run: JobRun, rec, ends, space: NodeSpace, mask: np.ndarray,
         start = math.floor(last / res) * res
         if start <= now:  # only with nodes still running or completing now: not yet
             start = now + res
-        if start > horizon:
-            return None
-        placement = m.choose(run, rec, free, mask & ~space.blocked_over(start, rec.limit))
-        if placement is not None:
-            return start, placement
-    # every running job gone and still withheld: try again where reservations end
-    # (backfill.c's TRY_LATER at the next node_space boundary)
-    for t in space.times:
-        if t <= start:
-            continue
-        if t > horizon:
-            return None
-        placement = m.choose(run, rec, free, mask & ~space.blocked_over(t, rec.limit))
-        if placement is not None:
-            return t, placement
-    return None
+        out.append((start, free.copy()))
+    return out

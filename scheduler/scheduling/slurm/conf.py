@@ -7,7 +7,8 @@ output of ``scontrol show config`` (``Key = value`` lines) is read as well, so a
 cluster's live configuration needs no file.  QOS live in the accounting database, not in
 ``slurm.conf``: a file ``sacctmgr-qos.txt`` beside the configuration, the output of
 ``sacctmgr --parsable2 show qos format=Name,Priority,Preempt,PreemptMode,PreemptExemptTime,
-GraceTime,MaxWall``, gives them (:func:`read_qos`).
+GraceTime,MaxWall,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,Flags``, gives them (:func:`read_qos`);
+reservations, ``scontrol-reservations.txt`` (:mod:`~scheduler.scheduling.slurm.reservations`).
 
 A key the twin does not model is never silently ignored: :attr:`SlurmConf.unmodelled` lists
 it, and :meth:`SlurmConf.warning` names them all in one line.  A key whose value is wrong is
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scheduler.hardware.hostlist import expand
+from scheduler.scheduling.slurm.limits import enforce_limits, qos_limit_fields
 
 QOS_FILE = "sacctmgr-qos.txt"
 """The QOS table read beside a configuration file (see :func:`read_qos`)."""
@@ -62,6 +64,8 @@ class Partition:
     up: bool = True
     qos: str = ""
     preempt_mode: str | None = None  # None: the cluster's PreemptMode
+    grace_time_s: float = 0.0  # preemption grace time (preempt/partition_prio)
+    over_time_limit_s: float | None = None  # None: the cluster's OverTimeLimit
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,11 @@ class Qos:
     preempt_exempt_time_s: float | None = None
     grace_time_s: float = 0.0
     max_wall_s: float | None = None
+    max_tres_pu_gpus: int | None = None  # MaxTRESPerUser=gres/gpu=N
+    grp_tres_gpus: int | None = None  # GrpTRES=gres/gpu=N
+    max_jobs_pu: int | None = None
+    max_submit_jobs_pu: int | None = None
+    flags: frozenset = frozenset()  # lower-case (denyonlimit)
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,9 @@ class SlurmConf:
     nodes: tuple[NodeLine, ...] = ()
     partitions: tuple[Partition, ...] = ()
     qos: dict = field(default_factory=dict)
+    over_time_limit_s: float = 0.0
+    enforce_limits: bool = False  # AccountingStorageEnforce=limits (or safe)
+    reservations: tuple = ()  # advance reservations (reservations.Reservation)
     unmodelled: tuple[str, ...] = ()
 
     @property
@@ -328,6 +340,10 @@ def _apply(key: str, value: str, kw: dict, unmodelled: list[str]) -> None:
     elif k == "selecttype":
         if value not in ("select/cons_tres", "select/cons_res"):
             unmodelled.append(f"SelectType={value} (the twin allocates as select/cons_tres)")
+    elif k == "overtimelimit":
+        kw["over_time_limit_s"] = _time(value, "OverTimeLimit")
+    elif k == "accountingstorageenforce":
+        kw["enforce_limits"] = enforce_limits(value)
     elif k == "authinfo":
         m = re.search(r"cred_expire=(\d+)", value)
         if m:
@@ -417,7 +433,10 @@ def _partition_line(d: dict) -> Partition:
         default=d.get("default", "NO").upper() == "YES",
         up=d.get("state", "UP").upper() == "UP",
         qos=d.get("qos", ""),
-        preempt_mode=d["preemptmode"].upper() if "preemptmode" in d else None)
+        preempt_mode=d["preemptmode"].upper() if "preemptmode" in d else None,
+        grace_time_s=parse_time(d.get("gracetime", "0"), minutes=False) or 0.0,
+        over_time_limit_s=_time(d["overtimelimit"], "OverTimeLimit") if "overtimelimit" in d
+        else None)
 
 
 def read_qos(text: str, *, where: str = QOS_FILE) -> dict[str, Qos]:
@@ -447,15 +466,16 @@ def read_qos(text: str, *, where: str = QOS_FILE) -> dict[str, Qos]:
                 preempt_mode=None if mode in ("", "CLUSTER") else mode,
                 preempt_exempt_time_s=parse_time(exempt, minutes=False) if exempt else None,
                 grace_time_s=parse_time(cells.get("gracetime") or "0", minutes=False) or 0.0,
-                max_wall_s=parse_time(cells["maxwall"]) if cells.get("maxwall") else None)
+                max_wall_s=parse_time(cells["maxwall"]) if cells.get("maxwall") else None,
+                **qos_limit_fields(cells))
         except ValueError as exc:
             raise SlurmConfError(f"{where}:{no}: {exc}") from None
     return out
 
 
-def read_slurm_conf(path: str | os.PathLike) -> SlurmConf:
+def read_slurm_conf(path: str | os.PathLike, *, epoch_s: float = 0.0) -> SlurmConf:
     """Read a ``slurm.conf`` (or ``scontrol show config`` output) file, with the QOS of a
-    ``sacctmgr-qos.txt`` beside it if there is one.
+    ``sacctmgr-qos.txt`` and ``scontrol-reservations.txt`` beside it (times from ``epoch_s``).
 
     Raises :class:`SlurmConfError` (one line, the file named) for a file that does not exist,
     is too large, is not text, or holds a wrong value.
@@ -475,4 +495,5 @@ def read_slurm_conf(path: str | os.PathLike) -> SlurmConf:
         raise SlurmConfError(f"{p.name}: not UTF-8 text") from None
     except IsADirectoryError:
         raise SlurmConfError(f"{os.fspath(path)!r} is a folder, not a slurm.conf") from None
-    return parse_slurm_conf(text, where=p.name, qos=qos)
+    from scheduler.scheduling.slurm.reservations import with_reservations  # imports this
+    return with_reservations(parse_slurm_conf(text, where=p.name, qos=qos), p, epoch_s)

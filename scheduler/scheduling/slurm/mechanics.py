@@ -39,7 +39,7 @@ from sortedcontainers import SortedList
 
 from scheduler.model.job_run import QUEUED, RUNNING, JobRun
 from scheduler.model.state import Placement
-from scheduler.scheduling.slurm import backfill, preemption
+from scheduler.scheduling.slurm import backfill, limits, preemption, reservations
 from scheduler.scheduling.slurm.conf import SlurmConf
 from scheduler.scheduling.slurm.nodespace import best_fit
 from scheduler.scheduling.slurm.priority import Factors, Usage, combine
@@ -54,9 +54,6 @@ COMPLETE_S = 0.5
 completion message, the epilog) before another job may start there: real Slurm's end-to-next-
 start gap on emulated nodes (``docs/validation.md``: a gang ending at second ``e`` is followed
 at ``e`` or ``e + 1``)."""
-TIME_LIMIT_TICK_S = 30.0
-"""slurmctld checks time limits every ``PERIODIC_TIMEOUT`` (30 s): a job runs on past its
-limit until the next check."""
 
 
 class _Job:
@@ -114,6 +111,10 @@ class SlurmMechanics:
                          "backfill_tested": 0,
                          "backfill_started": 0, "requeued": 0, "timeouts": 0,
                          "reservations": 0}
+        self.limits = limits.QosLimits(self)
+        self.book = reservations.book_for(conf, n)
+        self.grace: dict[int, float] = {}  # victims in their preemption grace time -> kill
+        self.killed: set[int] = set()  # victims being evicted: released after KILL_S instead
         warning = conf.warning()
         if warning:
             self.ctx.log("config", warning)
@@ -136,6 +137,9 @@ class SlurmMechanics:
         schedule() as the epilog-complete message arrives."""
         if run.placement is None or run.idx not in self.rec:
             self.ended = True
+            return
+        if run.idx in self.killed:  # preemption set its nodes' release (KILL_S) already
+            self.killed.discard(run.idx)
             return
         done = self.ctx.now + COMPLETE_S
         nodes = run.placement.nodes
@@ -190,6 +194,7 @@ class SlurmMechanics:
                 and limit > part.max_time_s:
             self._refuse(run, f"time limit {limit:g} s above partition {part_name}'s MaxTime")
             return None
+        limit = self.limits.time_limit(run, part, limit)
         rec.limit = math.inf if limit is None else float(limit)
         per_node = int(self.state.node_gpus.max())
         rec.per = j.gpus_per_node or min(j.gpus, per_node)
@@ -203,6 +208,10 @@ class SlurmMechanics:
         # one task: one CPU on each node (CR_Core), which the node choice packs by
         run.spec = replace(j, cpu_per_gpu=1.0 / rec.per, ram_gb_per_gpu=0.0,
                            nic_gbps_per_gpu=0.0)
+        why = self.limits.refuse(run, rec) or reservations.refuse(self.book, run, self.user_of(run))
+        if why is not None:
+            self._refuse(run, why)
+            return None
         self.rec[run.idx] = rec
         return rec
 
@@ -339,6 +348,7 @@ class SlurmMechanics:
             self.wake(self._tick_from(max(now + 1e-6, self.bg_last + conf.batch_sched_delay_s)))
         if self.order:
             self.wake(self.full_at)
+            self.wake(self.book.next_boundary(now) if self.book else math.inf)  # one's start, end
             if conf.backfill and self._signature() != self._bf_seen:
                 self.wake(self._tick_from(max(now + 1e-6, self.bf_last + conf.bf_interval_s)))
             if conf.multifactor:
@@ -359,11 +369,16 @@ class SlurmMechanics:
         time limit (``("timeout", run index, its start)``)."""
         if payload[0] == "slurm-wake":
             self._wakes.discard(payload[1])
+            if self.book is not None and payload[1] in self.book.boundaries:  # last_resv_update
+                self.epoch, self.sched_requested = self.epoch + 1, True
             if payload[1] in self._eligible_at:  # a requeued job may start again
                 self._eligible_at.discard(payload[1])
                 self.epoch += 1
-        elif payload[0] == "killed":  # a preemption's victims are gone: epilog complete
+        elif payload[0] == "grace":  # a victim's preemption grace time is over
+            preemption.grace_over(self, payload)
+        elif payload[0] == "killed":  # a job's nodes completed (epilog complete)
             self.ended = True
+            self.epoch += 1  # last_node_update: the backfill agent's next poll runs a cycle
         elif payload[0] == "timeout":
             run = self.jobs.runs[payload[1]]
             rec = self.rec.get(run.idx)
@@ -426,9 +441,8 @@ class SlurmMechanics:
         rec.started = self.ctx.now
         if self.conf.weights.get("fairshare"):
             self.accounted[run.idx] = rec.started
-        if math.isfinite(rec.limit):  # job_time_limit() runs every PERIODIC_TIMEOUT (30 s)
-            kill = math.ceil((self.ctx.now + rec.limit) / TIME_LIMIT_TICK_S - 1e-9) * \
-                TIME_LIMIT_TICK_S
+        kill = limits.kill_time(self, run, rec)  # job_time_limit(): every PERIODIC_TIMEOUT
+        if math.isfinite(kill):
             self.ctx.schedule(kill, Kind.BACKFILL, ("timeout", run.idx, rec.started))
 
     def _main(self, full_queue: bool = False) -> bool:
@@ -449,18 +463,26 @@ class SlurmMechanics:
             rec = self.rec[idx]
             if not self.eligible(run, rec):
                 continue
-            if rec.part in failed:
+            if rec.part in failed and not run.spec.reservation:
                 reasons[idx] = "Priority"
                 continue
             tested += 1
             if not full_queue and tested > self.conf.default_queue_depth + 1:
                 break  # job_depth++ > def_job_limit: 101 jobs by default
             mask = avail & self.part_mask.get(rec.part, avail)
+            mask, why = limits.admission(self, run, rec, mask)  # held: skipped, partition open
+            if why is not None:
+                reasons[idx] = why
+                continue
             self.s.counters["placement_decisions"] += 1
             placement = self.choose(run, rec, free, mask)
             if placement is not None:
                 self.start(run, rec, placement)
                 free = self.free_now()
+                continue
+            why = self.book and self.book.not_available(self, run, rec, mask, avail)
+            if why:
+                reasons[idx] = why
                 continue
             if (self.conf.preempt_type != "preempt/none" and self.ctx.now >= rec.waits_until
                     and preemption.preempt_for(self, run, rec, mask)):
@@ -469,6 +491,9 @@ class SlurmMechanics:
                 preempted = True
                 free = self.free_now()
             reasons[idx] = "Resources"
+            if run.spec.reservation:  # it fails its reservation, not its partition
+                self.book.fail(self, run)
+                continue
             failed.add(rec.part)
             avail &= ~self.part_mask.get(rec.part, np.zeros_like(avail))
         return preempted
