@@ -19,6 +19,8 @@ venv: $(VENV)/.installed
 # The published demo: development SECRET_KEY, demo passwords, plain HTTP on 127.0.0.1 only.
 # Without CLUSTERTWIN_INSECURE_DEMO=1 the settings refuse the development key (README: Security).
 run bench: export CLUSTERTWIN_INSECURE_DEMO := 1
+# `make run PORT=8080` serves on another port (still 127.0.0.1 only: the demo is not for a network)
+PORT ?= 8000
 
 run: venv
 	@echo "CLUSTERTWIN_INSECURE_DEMO=1: a local demo with the published SECRET_KEY over plain HTTP, not a deployment"
@@ -27,8 +29,8 @@ run: venv
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/python manage.py collectstatic --noinput -v0
 	@echo "Demo logins: admin / staff / operator; new accounts get CLUSTERTWIN_DEMO_PASSWORD (default 'clustertwin'), existing ones keep theirs"
-	@echo "Serving on http://127.0.0.1:8000"
-	$(BIN)/python manage.py serve --bind 127.0.0.1 --port 8000
+	@echo "Serving on http://127.0.0.1:$(PORT)"
+	$(BIN)/python manage.py serve --bind 127.0.0.1 --port $(PORT)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -10,8 +10,12 @@
  *
  * Frames carry a sequence number: on a gap the client asks for a fresh snapshot ({"type":
  * "resync"}) and ignores frames until it arrives. A dropped connection is retried with
- * exponential backoff (1 s doubling to 30 s, with jitter); while disconnected, or when no frame
- * came for 5 s, #stale-banner is shown.
+ * exponential backoff (1 s doubling to 30 s, with jitter); while disconnected, when no frame
+ * came for 5 s, or when the engine says it is stopped or down, #stale-banner is shown. It says
+ * why (reconnecting; the engine off here, CLUSTERTWIN_ENGINE=off; stopped; down, no heartbeat;
+ * not answering) and how old the data shown is: "engine off: showing the state of 14:03:21
+ * (12 min ago)". The banner's data-* attributes (twin/templatetags/engine_state.py) give the
+ * engine mode, when the live state was last written and the server's clock.
  */
 (function () {
   "use strict";
@@ -27,6 +31,12 @@
   var awaitingSnapshot = false;
   var lastDataAt = Date.now();
   var status = { connected: false, stale: false };
+  var engineMode = "";
+  var lastHealth = null;
+  var dataAt = null;   // server epoch ms of the newest state shown
+  var clockOffset = 0; // server clock minus this browser's, ms
+  // what an engine that writes no more says; any other health comes with a fresh heartbeat
+  var HALTED = { stopped: true, down: true };
 
   function on(topic, fn) {
     (handlers[topic] = handlers[topic] || []).push(fn);
@@ -53,9 +63,10 @@
   }
 
   function setStatus(connected, stale) {
+    var banner = document.getElementById("stale-banner");
+    if (banner && stale) banner.textContent = staleText(connected);
     if (status.connected === connected && status.stale === stale) return;
     status = { connected: connected, stale: stale };
-    var banner = document.getElementById("stale-banner");
     if (banner) banner.hidden = !stale;
     document.body.classList.toggle("is-stale", stale);
     emit("status", status);
@@ -63,14 +74,53 @@
 
   function checkStale() {
     var open = !!socket && socket.readyState === WebSocket.OPEN;
-    setStatus(open, !open || Date.now() - lastDataAt > STALE_AFTER_MS);
+    setStatus(open, !open || Date.now() - lastDataAt > STALE_AFTER_MS ||
+      HALTED[lastHealth] === true);
   }
 
   function ageText(seconds) {
     if (seconds === null || seconds === undefined) return "never read";
     if (seconds < 120) return Math.round(seconds) + " s ago";
-    if (seconds < 7200) return Math.round(seconds / 60) + " min ago";
-    return (seconds / 3600).toFixed(1) + " h ago";
+    var minutes = Math.round(seconds / 60);
+    if (minutes < 120) return minutes + " min ago";
+    return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min ago";
+  }
+
+  function two(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  // Why no live data comes, then the age of what the page shows.
+  function staleText(open) {
+    var why = !open ? "connection lost, reconnecting" :
+      engineMode === "off" ? "engine off (CLUSTERTWIN_ENGINE=off)" :
+      lastHealth === "stopped" ? "engine stopped" :
+      lastHealth === "down" ? "engine down (no heartbeat)" :
+      "engine not answering";
+    if (dataAt === null) return why + ": no live state yet";
+    var local = new Date(dataAt - clockOffset);
+    var age = Math.max(0, (Date.now() + clockOffset - dataAt) / 1000);
+    return why + ": showing the state of " + two(local.getHours()) + ":" +
+      two(local.getMinutes()) + ":" + two(local.getSeconds()) + " (" + ageText(age) + ")";
+  }
+
+  // A frame says when it was sent; a snapshot is as fresh as its heartbeat unless the engine
+  // has stopped writing, when the page's data-state-at (the last write) stands.
+  function noteData(message) {
+    var at = null;
+    if (typeof message.sent_at === "number") at = message.sent_at * 1000;
+    else if (message.health && !HALTED[message.health]) at = Date.now() + clockOffset;
+    if (at !== null && (dataAt === null || at > dataAt)) dataAt = at;
+  }
+
+  function readPage() {
+    var banner = document.getElementById("stale-banner");
+    if (!banner) return;
+    engineMode = banner.dataset.engineMode || "";
+    var now = parseFloat(banner.dataset.serverNow);
+    if (isFinite(now)) clockOffset = now * 1000 - Date.now();
+    var written = parseFloat(banner.dataset.stateAt);
+    if (isFinite(written)) dataAt = written * 1000;
   }
 
   // A mirror's sources (Slurm, Prometheus): a banner names each one that is not ok, with its
@@ -122,6 +172,8 @@
   function deliver(topic, message) {
     lastSeq = message.seq;
     lastDataAt = Date.now();
+    if (message.health) lastHealth = message.health;
+    noteData(message);
     checkStale();
     showHealth(message);
     emit(topic, message);
@@ -135,6 +187,7 @@
         attempt = 0;
         if (message.pending) {
           lastSeq = message.seq;  // connected, but the engine has no frame yet
+          if (message.health) lastHealth = message.health;
           return;
         }
         deliver("snapshot", message);
@@ -188,6 +241,7 @@
   window.TwinLive = { on: on, send: send, status: function () { return status; } };
 
   document.addEventListener("DOMContentLoaded", function () {
+    readPage();
     setInterval(checkStale, 1000);
     connect();
   });

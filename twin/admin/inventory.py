@@ -10,6 +10,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from twin.admin.base import FastChangelist, action_report
+from twin.admin.live_pages import LivePage, live_ids, node_url, page_of, rack_url, switch_url
 from twin.control import edits
 from twin.inventory.models import (
     Accelerator,
@@ -41,6 +42,11 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ("name", "preset", "fabric_kind", "failure_profile", "created_at")
     readonly_fields = ("summary", "fabric_params", "created_at")
     search_fields = ("name",)
+
+    def view_on_site(self, obj) -> str | None:
+        """The overview, for the cluster the twin shows."""
+        ids = live_ids()
+        return reverse("home") if ids is not None and ids.cluster.pk == obj.pk else None
 
 
 @admin.register(Site)
@@ -115,13 +121,17 @@ class NodeInline(admin.TabularInline):
 
 
 @admin.register(Rack)
-class RackAdmin(LiveColumn, FastChangelist):
-    list_display = ("name", "hall", "row", "column", "power_capacity_kw", "cooling_capacity_kw",
-                    "live_engine")
+class RackAdmin(LivePage, LiveColumn, FastChangelist):
+    list_display = ("name", "engine_id", "hall", "row", "column", "power_capacity_kw",
+                    "cooling_capacity_kw", "live_engine")
     list_select_related = ("hall__site",)
     search_fields = ("name",)
     raw_id_fields = ("power_feed", "cooling_loop")
     inlines = (NodeInline,)
+    readonly_fields = ("engine_id",)
+
+    def live_pages(self, ids, objs):
+        return {o.pk: page_of(ids.rack(o.pk), rack_url) for o in objs}
 
     def live_statuses(self, view, objs):
         return view.racks([o.pk for o in objs])
@@ -167,19 +177,23 @@ def node_repaired(modeladmin, request, queryset):
 
 
 @admin.register(Node)
-class NodeAdmin(LiveColumn, FastChangelist):
-    list_display = ("hostname", "rack", "slot", "accelerator_model", "accelerator_count",
-                    "nvlink_domain", "is_spare", "operator_status", "live_engine")
+class NodeAdmin(LivePage, LiveColumn, FastChangelist):
+    list_display = ("hostname", "engine_id", "rack", "slot", "accelerator_model",
+                    "accelerator_count", "nvlink_domain", "is_spare", "operator_status",
+                    "live_engine")
     list_select_related = ("rack", "accelerator_model")
     list_filter = ("status", "is_spare", "accelerator_model")
     search_fields = ("hostname", "rack__name")
     raw_id_fields = ("rack",)
     actions = (drain, undrain, node_failed, node_repaired)
     inlines = (AcceleratorInline,)
-    readonly_fields = STATUS_READONLY + ("status_reason", "live_engine")
+    readonly_fields = STATUS_READONLY + ("status_reason", "engine_id", "live_engine")
 
     def live_statuses(self, view, objs):
         return view.nodes([o.pk for o in objs])
+
+    def live_pages(self, ids, objs):
+        return {o.pk: page_of(ids.node(o.pk), node_url) for o in objs}
 
     def delete_view(self, request, object_id, extra_context=None):
         node = self.get_object(request, object_id)
@@ -212,14 +226,22 @@ def accelerator_repaired(modeladmin, request, queryset):
 
 
 @admin.register(Accelerator)
-class AcceleratorAdmin(FastChangelist):
-    list_display = ("serial", "node", "index", "model_name", "status")
+class AcceleratorAdmin(LivePage, FastChangelist):
+    list_display = ("serial", "node", "index", "engine_id", "model_name", "status")
     list_select_related = ("node__accelerator_model",)
     list_filter = ("status",)
     search_fields = ("=serial", "node__hostname")
     raw_id_fields = ("node",)
     actions = (accelerator_failed, accelerator_repaired)
-    readonly_fields = STATUS_READONLY
+    readonly_fields = STATUS_READONLY + ("engine_id",)
+
+    def live_pages(self, ids, objs):
+        """A GPU's engine id, linked to its node's page."""
+        out = {}
+        for o in objs:
+            node, gpu = ids.node(o.node_id), ids.gpu(o.node_id, o.index)
+            out[o.pk] = None if node is None or gpu is None else (gpu, node_url(node))
+        return out
 
     @admin.display(description="model", ordering="node__accelerator_model__name")
     def model_name(self, obj):
@@ -241,17 +263,22 @@ def switch_repaired(modeladmin, request, queryset):
 
 
 @admin.register(Switch)
-class SwitchAdmin(LiveColumn, FastChangelist):
-    list_display = ("name", "cluster", "tier", "radix", "port_gbps", "rail", "pod",
+class SwitchAdmin(LivePage, LiveColumn, FastChangelist):
+    list_display = ("name", "engine_id", "cluster", "tier", "radix", "port_gbps", "rail", "pod",
                     "operator_status", "live_engine")
     list_select_related = ("cluster",)
     list_filter = ("tier", "status")
     search_fields = ("name",)
     actions = (switch_failed, switch_repaired)
-    readonly_fields = STATUS_READONLY + ("live_engine",)
+    readonly_fields = STATUS_READONLY + ("engine_id", "live_engine")
 
     def live_statuses(self, view, objs):
         return view.switches([(o.pk, o.index, o.cluster_id) for o in objs])
+
+    def live_pages(self, ids, objs):
+        live = ids.cluster.pk
+        return {o.pk: page_of(o.index if o.cluster_id == live else None, switch_url)
+                for o in objs}
 
 
 @admin.action(description="Mark selected links down")

@@ -2,6 +2,7 @@
 alerts (read-only where they are a record)."""
 
 from django.contrib import admin
+from django.urls import reverse
 
 from twin.admin.base import AuditTrail, StaffEdits, action_report
 from twin.alerts import rules as alerts
@@ -17,6 +18,9 @@ class DrillAdmin(AuditTrail):
     list_display = ("requested_at", "kind", "target", "requested_by", "status")
     list_select_related = ("requested_by",)
     list_filter = ("kind", "status")
+
+    def view_on_site(self, obj) -> str:
+        return reverse("drills")
 
 
 @admin.register(AuditEntry)
@@ -63,6 +67,9 @@ class AlertAdmin(AuditTrail):
     list_display = ("started_at", "rule", "state", "value", "labels", "acknowledged_by")
     list_select_related = ("rule", "acknowledged_by")
     list_filter = ("state", "rule__severity")
+
+    def view_on_site(self, obj) -> str:
+        return reverse("alerts")
 
     def has_view_permission(self, request, obj=None) -> bool:
         return request.user.is_active and request.user.is_staff

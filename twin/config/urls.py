@@ -31,7 +31,10 @@ class EngineIdConverter:
 
 
 register_converter(EngineIdConverter, "engine_id")
+handler400 = "twin.pages.errors.bad_request"
+handler403 = "twin.pages.errors.permission_denied"
 handler404 = "twin.pages.views.not_found"
+handler500 = "twin.pages.errors.server_error"
 
 admin.site.site_header = "ClusterTwin inventory"
 admin.site.site_title = "ClusterTwin"
