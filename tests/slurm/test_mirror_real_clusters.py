@@ -18,6 +18,7 @@ import pytest_asyncio
 from channels.db import database_sync_to_async
 from django.core.management import call_command
 
+from scheduler.control.whatif import whatif
 from scheduler.hardware.cluster import NodeGroup, NodeShape, plan_cluster
 from tests.slurm.conftest import export_tree
 from tests.slurm.test_mirror_live import job_nodes, job_state, placed_on, run_of, settled, shows
@@ -115,6 +116,14 @@ async def test_lean_nodes_a_refused_job_and_convergence(mirror):
     assert {r.spec.name for r in driver.engine.runs if r.state == "running"} == {
         f"slurm-{one}", f"slurm-{two}"}
     assert not any("reachable again" in e["text"] for e in frame["events"])
+
+    # what if, from now: scheduled by the cluster's own slurm.conf, failures from its profile
+    report = whatif(driver.engine, None, hours=0.25, seeds=[1])
+    said = report["from"]
+    assert said["mirror"] and said["cluster"] == "lean"
+    assert said["policy"] == "slurm (the cluster's slurm.conf)"
+    assert said["failures"]["profile"] == "llama3" and not said["failures"]["fitted"]
+    assert driver.engine.scheduler.held
 
 
 async def test_arrays_requeue_suspend_reservation_drain_and_down(mirror):
