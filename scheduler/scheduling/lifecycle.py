@@ -336,6 +336,7 @@ class JobLifecycle(Handover):
         batch script starts again), with no checkpoint to restore: all its work is to do."""
         run.remaining_flops = float(run.spec.work_flops)
         run.fresh = True
+        self.index.stale(run)  # a queued run's estimate reads its work
 
     def lend(self, run: JobRun) -> float:
         """Checkpoint ``run`` and hand its GPUs over when the write ends; return that time."""

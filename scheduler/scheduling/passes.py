@@ -30,8 +30,16 @@ from scheduler.scheduling.preemption import (
     may_evict,
 )
 from scheduler.scheduling.queue_index import WAIT
-from scheduler.scheduling.reservation import Reservation, estimate_s, reserve, verdict_for, walk_on
+from scheduler.scheduling.reservation import (
+    Reservation,
+    estimate_s,
+    passed_wait,
+    reserve,
+    shorts_finder,
+    verdict_for,
+)
 from scheduler.scheduling.reservation import backfill_mode as backfill_mode_of
+from scheduler.scheduling.reservation import walk_on as walk_each
 from scheduler.scheduling.slurm import mechanics_for
 from scheduler.sim import Context, Handle, Kind
 
@@ -77,6 +85,7 @@ class Scheduler:
         self.slurm_conf = slurm_conf  # the cluster's slurm.conf, for the ``slurm`` policy
         self.mechanics = None
         jobs.watch_queue(self)
+        self.estimates: dict[int, tuple] = {}  # run -> (what it depends on, backfill estimate)
         self.set_policy(policy, placement)
         self.counters = {"placement_decisions": 0, "backfilled": 0, "passes": 0,
                          "passes_skipped": 0,
@@ -84,7 +93,6 @@ class Scheduler:
                          "known_not_to_fit": 0, "scheduler_wall_s": 0.0}
         self.frag_models = np.zeros(state.n_models, dtype=bool)
         self.frag_version = 0  # bumped when the fragmentation verdict changes
-        self.estimates: dict[int, tuple] = {}  # run -> (what it depends on, backfill estimate)
         self._seen: tuple[int, int] | None = None
         self._woken = False
         self.backfilled_at = -math.inf  # when the last backfill cycle ran
@@ -111,6 +119,14 @@ class Scheduler:
         # partitions the pass dropped whole (their gangs share the shape that failed)
         self.reasons: dict[int, str] = {}
         self.partition_reasons: dict[tuple, str] = {}
+        # a backfilling pass reads queued gangs' estimates by partition (QueueIndex.shorts)
+        keep = policy.backfill and self.mechanics is None
+        self.jobs.index.use_estimator(self.estimate if keep else None, self.jobs.runs,
+                                      self.jobs.costs.storage_factor)
+
+    def estimate(self, run: JobRun) -> float:
+        """Wall time queued ``run`` would take from now if started (backfill's estimate), s."""
+        return estimate_s(self, run)
 
     def pending_reason(self, run: JobRun, partition: tuple) -> str:
         """Why queued ``run`` (in queue partition ``partition``) did not start in the last
@@ -280,6 +296,17 @@ class Scheduler:
         self.counters["scheduler_wall_s"] += time.perf_counter() - started
 
 
+def walk_on(walk, waiting: set, verdict, shorts, limit: int | float) -> int:
+    """Pass over the next gangs of ``waiting`` partitions that would delay the reservation:
+    by partition with ``shorts`` (:meth:`~.queue_index.Ordered.wait_bulk`: the queue keeps
+    estimates and no gang was preempted in this pass), else one by one
+    (:func:`~.reservation.walk_on`); how many, or ``-1`` if the depth ends among them.
+    Their pending reason is Priority, the default: nothing is written."""
+    if shorts is not None:
+        return walk.wait_bulk(waiting, shorts, limit)
+    return walk_each(walk, waiting, verdict, limit, {}, PRIORITY)
+
+
 def depth_left(depth: int | None, tested: int) -> int | float:
     """Gangs a backfill pass may still test (``depth``: the policy's, ``None``: no limit)."""
     return math.inf if depth is None else depth - tested
@@ -307,6 +334,7 @@ class SchedulingPass:
         policy = sch.policy
         walk = jobs.index.ordered(policy.order, jobs.tenants, jobs.runs)
         free = sch.state.free_counts()[0].tolist()  # per model, Python ints: read per job
+        free_of: dict[tuple, int] = {}  # accepted models -> free GPUs of them (as ``free``)
         failed: dict = {}
         failed_why: dict = {}  # shape -> the reason its smallest failed gang got
         reasons, part_reasons = self.reasons, self.partition_reasons
@@ -321,6 +349,7 @@ class SchedulingPass:
         # a later gang of theirs can differ only by being short enough (see reservation.py)
         waiting: set = set()
         verdict = None  # verdict_for the reservation, once there is one
+        shorts = None  # shorts(partition): its runs short enough to backfill, once reserved
         fresh, backfill = self.fresh, policy.backfill
         for key, run in walk:
             if run.state != QUEUED or run.idx in fresh:
@@ -334,20 +363,29 @@ class SchedulingPass:
                         break  # the next backfill cycle is scheduled
                     reservation = reserve(jobs, head, free)
                     verdict = verdict_for(sch, fresh, reservation)
+                    shorts = shorts_finder(self.jobs, self.look_ahead, self.s.ctx.now,
+                                           reservation)
                 tested += 1
                 if depth is not None and tested > depth:
                     sch.counters["backfill_depth_stops"] += 1
                     break
-                if key in waiting and verdict(run) == WAIT:
-                    reasons[run.idx] = PRIORITY  # it would delay the head's reservation
-                    tested += walk_on(walk, waiting, verdict, depth_left(depth, tested),
-                                      reasons, PRIORITY)
+                if key in waiting and verdict(run) == WAIT:  # it would delay the head
+                    walked = walk_on(walk, waiting, verdict, shorts if not fresh else None,
+                                     depth_left(depth, tested))
+                    if walked < 0:  # the depth ends among waiting gangs
+                        sch.counters["backfill_depth_stops"] += 1
+                        break
+                    tested += walked
                     continue
             models = run.models
-            fits_in_total = sum(free[m] for m in models) >= run.gpus
+            total = free_of.get(models)
+            if total is None:
+                total = free_of[models] = sum(free[m] for m in models)
+            fits_in_total = total >= run.gpus
             if run.gpus >= failed.get(run.sig, math.inf):
                 if fits_in_total:
                     frag[list(models)] = True
+                passed_wait(self.jobs.index, key, run, self.reasons, self.fresh, PRIORITY)
                 part_reasons[key] = failed_why[run.sig]
                 walk.drop(key)
                 continue
@@ -360,12 +398,16 @@ class SchedulingPass:
                     walk.drop(key)
                     continue
                 backfill_mode = backfill_mode_of(sch, run, reservation)
-                if backfill_mode is None:
-                    reasons[run.idx] = PRIORITY  # it would delay the head's reservation
+                if backfill_mode is None:  # it would delay the head's reservation
                     if self.look_ahead:
                         waiting.add(key)
-                        tested += walk_on(walk, waiting, verdict,
-                                          depth_left(depth, tested), reasons, PRIORITY)
+                        walked = walk_on(walk, waiting, verdict,
+                                         shorts if not fresh else None,
+                                         depth_left(depth, tested))
+                        if walked < 0:
+                            sch.counters["backfill_depth_stops"] += 1
+                            break
+                        tested += walked
                     continue
             placement = None
             if fits_in_total:
@@ -376,12 +418,14 @@ class SchedulingPass:
                 # one preemptor per pass: the next pass (MAX_PASSES) serves the next one
                 placement = self._preempt_for(run, fits_in_total)
                 free = sch.state.free_counts()[0].tolist()
+                free_of.clear()
                 any_free = max(free) > 0
             if placement is None:
                 waiting.clear()  # ``failed`` moves: a waiting partition may now be dropped
                 if run.gpus < failed.get(run.sig, math.inf):
                     failed_why[run.sig] = TOPOLOGY if fits_in_total else RESOURCES
                 failed[run.sig] = min(run.gpus, failed.get(run.sig, math.inf))
+                passed_wait(self.jobs.index, key, run, self.reasons, self.fresh, PRIORITY)
                 reasons[run.idx] = part_reasons[key] = failed_why[run.sig]
                 walk.drop(key)
                 if head is None:
@@ -391,6 +435,7 @@ class SchedulingPass:
             waiting.clear()  # fewer GPUs free: a waiting partition may no longer fit
             sch.no_victims.pop(run.idx, None)
             free[placement.model] -= run.gpus
+            free_of.clear()
             any_free = max(free) > 0
             if backfill_mode is not None:
                 sch.counters["backfilled"] += 1

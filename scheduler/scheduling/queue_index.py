@@ -19,7 +19,7 @@ of its runs failed to place: the others have the same shape and size.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from sortedcontainers import SortedList
@@ -31,6 +31,11 @@ def partition_of(run: JobRun) -> tuple:
     """The partition key: tenant, priority, size, accepted models, affinity."""
     j = run.spec
     return (j.tenant, j.priority, j.gpus, run.sig)
+
+
+def entry_of(run: JobRun) -> tuple:
+    """``run``'s entry in its partition: its rank, submit time, job id and index."""
+    return _entry(run)
 
 
 def _entry(run: JobRun) -> tuple:
@@ -63,6 +68,10 @@ class QueueIndex:
     ranker = None
     """``ranker(run) -> tuple``: a run's rank as it joins the queue (a ranking policy's,
     :meth:`rank_with`), or ``None``: no rank."""
+    estimator = None
+    """``estimator(run) -> float``: a queued run's backfill estimate, s (a backfilling
+    scheduler's, :meth:`use_estimator`), or ``None``: estimates are not kept."""
+    est_stamp = None  # what the kept estimates were computed under (the storage factor)
 
     def __init__(self):
         self.parts: dict[tuple, SortedList] = {}
@@ -99,6 +108,8 @@ class QueueIndex:
             self._dirty.add(key)
         part.add(entry)
         self._size += 1
+        if self.estimator is not None:
+            self._est_add(key, run, entry)
 
     def remove(self, run: JobRun) -> None:
         key = partition_of(run)
@@ -106,6 +117,8 @@ class QueueIndex:
         entry = _entry(run)
         part.remove(entry)
         self._size -= 1
+        if self.estimator is not None:
+            self._est_remove(key, run)
         if not part:
             del self.parts[key]
             del self.firsts[key]
@@ -118,6 +131,72 @@ class QueueIndex:
         elif entry == self.firsts[key]:
             self.firsts[key] = part[0]
             self._dirty.add(key)
+
+    # ------------------------------------------------------------- estimates
+    def use_estimator(self, estimator, runs: list[JobRun], stamp=None) -> None:
+        """Keep every queued run's estimate ``estimator(run)`` (s) by partition, sorted, from
+        now on (``None``: keep none); ``stamp`` names what they were computed under (when
+        it moves, call this again).  A queued run whose estimate changes while it waits is
+        given to :meth:`stale`."""
+        self.estimator, self.est_stamp = estimator, stamp
+        self.ests: dict[tuple, SortedList] = {}  # partition -> (estimate, entry), sorted
+        self.est_of: dict[int, tuple] = {}       # run -> its (estimate, entry) there
+        if estimator is None:
+            return
+        for key, part in self.parts.items():
+            for entry in part:
+                self._est_add(key, runs[entry[-1]], entry)
+
+    def stale(self, run: JobRun) -> None:
+        """Queued ``run``'s estimate may have changed (its work, interval or first start)."""
+        if self.estimator is not None and run.idx in self.est_of:
+            key = partition_of(run)
+            self._est_remove(key, run)
+            self._est_add(key, run, _entry(run))
+
+    def shorts(self, key: tuple, now: float, shadow: float) -> list[tuple]:
+        """The entries of partition ``key`` whose runs end by ``shadow`` if started at
+        ``now`` (``now + estimate <= shadow``), in queue order (needs an estimator)."""
+        sl = self.ests.get(key)
+        if sl is None or now + sl._lists[0][0][0] > shadow:
+            return []  # (most often) even its shortest run ends too late
+        out = []
+        for est, entry in sl:
+            if now + est > shadow:
+                break  # sorted by estimate: the rest end later
+            out.append(entry)
+        out.sort()
+        return out
+
+    def short_finder(self, now: float, shadow: float):
+        """``shorts(key)``: :meth:`shorts` for this ``now`` and ``shadow``, kept per
+        partition, for one pass (runs only leave the queue during it: an entry kept for a
+        run that left since is a bound the walk stops at needlessly, never a wrong one)."""
+        known: dict[tuple, list] = {}
+
+        def shorts(key: tuple) -> list[tuple]:
+            found = known.get(key)
+            if found is None:
+                found = known[key] = self.shorts(key, now, shadow)
+            return found
+
+        return shorts
+
+    def _est_add(self, key: tuple, run: JobRun, entry: tuple) -> None:
+        item = (self.estimator(run), entry)
+        self.est_of[run.idx] = item
+        sl = self.ests.get(key)
+        if sl is None:
+            sl = self.ests[key] = SortedList()
+        sl.add(item)
+
+    def _est_remove(self, key: tuple, run: JobRun) -> None:
+        item = self.est_of.pop(run.idx, None)
+        if item is not None:
+            sl = self.ests[key]
+            sl.remove(item)
+            if not sl:
+                del self.ests[key]
 
     def rank_with(self, ranker, queued) -> None:
         """Rank the runs that join the queue from now with ``ranker(run) -> tuple`` (``None``:
@@ -282,6 +361,73 @@ class Ordered:
                 break
         return walked
 
+    def wait_bulk(self, waiting: set, shorts, limit: int | float) -> int:
+        """:meth:`wait_through` for a pass whose verdicts are known by partition: a run of a
+        ``waiting`` partition waits unless its entry is in ``shorts(key)`` (that partition's
+        short runs' entries, sorted), and every run in the index is queued.  Counts the runs
+        passed, partition by partition (bisects, no verdict per run); returns that count, or
+        ``-1`` if more than ``limit`` would wait (the walk is then left unusable: the pass
+        stops at its depth).
+
+        It goes on as far as the first run that is not passed over: the next run of a
+        partition not waiting, a short run, or the end; so each waiting partition's runs up
+        to that bound are passed, as the one-by-one walk passes them."""
+        at, self._at = self._at, None
+        if at is None:
+            return 0
+        heap, parts, dropped, nxt = self._heap, self.index.parts, self.dropped, self._nxt
+        full, key, n = at
+        if key not in dropped:  # what the walk does after a yield: the partition goes on
+            part = parts.get(key)
+            after = _after(part, full[n:]) if part is not None else None
+            if after is not None:
+                heapq.heappush(heap, (full[:n] + after, key, n))
+        popped = []  # waiting partitions whose next run comes before any other's
+        while heap:
+            top = heap[0]
+            if nxt is not None and nxt < top:
+                break
+            if top[1] in dropped:
+                heapq.heappop(heap)
+                continue
+            if top[1] not in waiting:
+                break
+            popped.append(heapq.heappop(heap))
+        if not popped:
+            return 0
+        bound = heap[0] if heap and (nxt is None or heap[0] < nxt) else nxt
+        bound = bound[0] if bound is not None else None  # a full order key, or the end
+        for full, key, n in popped:  # the first short run before the bound stops the walk
+            entries = shorts(key)
+            if not entries:
+                continue
+            entry = full[n:]
+            j = bisect_left(entries, entry)
+            if j < len(entries):
+                stop = full[:n] + entries[j]
+                if bound is None or stop < bound:
+                    bound = stop
+        total, ahead = 0, []
+        for full, key, n in popped:
+            part = parts[key]
+            lists = part._lists
+            if len(lists) == 1:  # most partitions: one sublist, read without an index
+                lst = lists[0]
+                start = bisect_left(lst, full[n:])
+                end = len(lst) if bound is None else _stop_in(lst, full[:n], bound, n)
+            else:
+                lst = part
+                start = part.bisect_left(full[n:])
+                end = len(part) if bound is None else _stop_in(part, full[:n], bound, n)
+            total += end - start
+            if end < len(lst):
+                ahead.append((full[:n] + lst[end], key, n))
+        if total > limit:
+            return -1
+        for item in ahead:
+            heapq.heappush(heap, item)
+        return total
+
     def __iter__(self) -> Iterator[tuple[tuple, JobRun]]:
         parts, runs, front, dropped = self.index.parts, self.runs, self.front, self.dropped
         heap: list = []
@@ -321,3 +467,14 @@ def _after(part: SortedList, entry: tuple) -> tuple | None:
         return None
     sub = part._lists[pos]
     return sub[bisect_right(sub, entry)]
+
+
+def _stop_in(part, prefix: tuple, bound: tuple, n: int) -> int:
+    """The position in ``part`` (a sorted list of a partition's entries, whose runs' order
+    keys are ``prefix + entry``, ``n`` long prefix) of its first run at or after the order
+    key ``bound``."""
+    head = bound[:n]
+    if prefix == head:
+        return bisect_left(part, bound[n:]) if isinstance(part, list) \
+            else part.bisect_left(bound[n:])
+    return len(part) if prefix < head else 0

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.model.job_run import QUEUED, JobRun, segment_length
-from scheduler.scheduling.queue_index import SKIP, STOP, WAIT
+from scheduler.scheduling.queue_index import SKIP, STOP, WAIT, entry_of
 
 
 @dataclass
@@ -111,3 +111,30 @@ def walk_on(walk, waiting: set, verdict, limit: int, reasons: dict, reason: str)
     for run in walked:
         reasons[run.idx] = reason
     return len(walked)
+
+
+def passed_wait(index, key: tuple, run: JobRun, reasons: dict, fresh, priority: str) -> None:
+    """Partition ``key`` of queue ``index`` is dropped at ``run`` with a reason of its own: its
+    gangs the pass passed before ``run`` keep theirs, ``priority`` (the rest of the pass leaves
+    a gang that waits for a higher-ranked one without a reason of its own: the partition's, or
+    Priority by default); ``fresh`` runs and those with a reason already are left alone."""
+    part = index.parts.get(key)
+    at = entry_of(run)
+    if part is None or not part._lists[0][0] < at:
+        return  # (most often) ``run`` is its partition's first gang
+    for entry in part.irange(maximum=at, inclusive=(True, False)):
+        if entry[-1] not in fresh and entry[-1] not in reasons:
+            reasons[entry[-1]] = priority
+
+
+def shorts_finder(jobs, look_ahead: bool, now: float, res: Reservation):
+    """``shorts(partition)``: the entries of its gangs that end before ``res``'s shadow time
+    if started ``now``, sorted (kept for this pass); ``None`` where the queue of lifecycle
+    ``jobs`` keeps no estimates (then the walk asks a verdict per gang)."""
+    index = jobs.index
+    if not look_ahead or index.estimator is None:
+        return None
+    storage = jobs.costs.storage_factor
+    if index.est_stamp != storage:  # estimates read the storage's speed: all moved
+        index.use_estimator(index.estimator, jobs.runs, storage)
+    return index.short_finder(now, res.shadow)
