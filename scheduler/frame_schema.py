@@ -26,6 +26,8 @@ and validates real frames against it.  This module imports only the standard lib
 
 from typing import Literal, NotRequired, TypedDict
 
+from scheduler.mirror_schema import MirrorSummary
+
 
 # ----------------------------------------------------------------- the live frame's parts
 class VendorUse(TypedDict):
@@ -283,72 +285,71 @@ class Heatmaps(TypedDict):
     storage: NotRequired[list[StorageTier]]
 
 
-class MirrorTelemetry(TypedDict):
-    """Measured telemetry of the mirrored cluster: GPUs reporting of all, mean utilisation
-    (%), total draw (kW), hottest GPU (°C), mean tensor activity (0-1); null: not reported."""
+class IncidentJob(TypedDict):
+    """A job an incident hit: its GPUs and the work its interruption threw away (GPU-h, the
+    ledger's ``lost_work``; 0 for a job only slowed or throttled)."""
 
-    gpus_reporting: int
+    name: str
     gpus: int
-    util_mean_pct: float | None
-    power_kw: float | None
-    temp_max_c: float | None
-    tensor_active_mean: float | None
+    lost_gpu_h: float
 
 
-class MirrorJob(TypedDict):
-    """A followed job as the real scheduler names it: its id, name, user, account, partition
-    and state (``running``, ``suspended``, ``pending`` or ``ended``)."""
+class IncidentRecord(TypedDict):
+    """One incident, one root cause (:mod:`scheduler.reliability.incidents`).
 
-    key: str
-    name: str
-    user: str
-    account: str
-    partition: str
-    state: str
+    ``component`` and ``unit``: the failure component and its unit as the failure engine
+    counts them; ``target_kind`` (``gpu``, ``node``, ``switch``, ``link``, ``rack``, ``row``,
+    ``storage``) and ``target_id`` (engine id) name the part; ``source`` is the failure
+    mode's (``drill``, ``mirror``, ``inventory edit``, the rate's paper); ``drill_id`` the
+    twin's drill.  Times in s: ``since``, ``expected_repair`` (null: not known, an operator's
+    or a mirror's node), ``resolved_at`` and ``duration_s`` (null while open).  ``nodes``: the
+    first 16 engine node ids (``nodes_count`` all); ``gpus_down``: GPUs of the nodes it took
+    down; ``jobs``: the first 8 it hit, most GPUs first (``jobs_count`` all); ``gpus_hit``:
+    GPUs down plus the jobs' GPUs.  GPU-h lost so far: ``lost_work_gpu_h`` plus
+    ``down_gpu_h`` (GPUs down times the time open) is ``gpu_hours_lost``."""
+
+    id: int
+    component: str
+    unit: int
+    target_kind: str
+    target_id: int
+    cause: str
+    source: str
+    drill: bool
+    drill_id: int | None
+    since: float
+    expected_repair: float | None
+    resolved_at: float | None
+    duration_s: float | None
+    nodes: list[int]
+    nodes_count: int
+    gpus_down: int
+    jobs: list[IncidentJob]
+    jobs_count: int
+    gpus_hit: int
+    lost_work_gpu_h: float
+    down_gpu_h: float
+    gpu_hours_lost: float
 
 
-class MirrorReservation(TypedDict):
-    """A reservation of the real scheduler: its name, how many nodes (the first ten hosts),
-    start and end (epoch s; end null when open), whether it is a maintenance window, flags."""
+class IncidentCounts(TypedDict):
+    """Incidents open (of them drills), resolved so far, resolved kept whole by the engine,
+    and open ones by ``target_kind``."""
 
-    name: str
-    nodes: int
-    hosts: list[str]
-    start: float | None
-    end: float | None
-    maintenance: bool
-    flags: list[str]
+    open: int
+    open_drills: int
+    resolved: int
+    resolved_kept: int
+    open_by_kind: dict[str, int]
 
 
-class MirrorFailures(TypedDict):
-    """Nodes the cluster took down while the mirror watched, over how many node-hours, the
-    failure profile forks draw until that is enough to fit, and whether it is
-    (``docs/mirror.md``)."""
+class Incidents(TypedDict):
+    """What is broken now: the first 50 open incidents, worst first (most GPUs hit, then
+    GPU-h lost), the last 20 resolved ones (newest first) and the counts."""
 
-    nodes_down: int
-    node_hours: float
-    profile: str | None
-    fitted: bool
-
-
-class MirrorSummary(TypedDict):
-    """A mirror's state: polls applied, pending jobs by reason, ended jobs by end state, jobs
-    the engine could not follow (first 20, job id -> why) and their count, suspended jobs,
-    the scheduler's names of the followed jobs (run name -> job; the largest running and the
-    longest waiting, first 100), XID codes seen (code -> GPUs), the scheduler's reservations
-    (first 20), the node failures measured and the telemetry summary."""
-
-    polls: int
-    pending_reasons: dict[str, int]
-    ended: dict[str, int]
-    rejected: dict[str, str]
-    rejected_count: int
-    suspended: int
-    jobs: dict[str, MirrorJob]
-    xid: dict[str, int]
-    reservations: list[MirrorReservation]
-    failures_measured: MirrorFailures
-    telemetry: MirrorTelemetry
+    open: list[IncidentRecord]
+    resolved: list[IncidentRecord]
+    counts: IncidentCounts
 
 
 class LiveFrame(TypedDict):
@@ -359,7 +360,7 @@ class LiveFrame(TypedDict):
     seconds it covers; ``goodput`` and ``ettr`` fractions (``ettr`` null before a training
     run started); ``queue``, ``running_jobs`` and ``events`` the first 50 (``top``);
     ``power`` null without the power model; ``mirror`` null unless the engine mirrors a real
-    cluster.
+    cluster; ``incidents`` what is broken now (:class:`Incidents`).
     """
 
     t: float
@@ -382,6 +383,7 @@ class LiveFrame(TypedDict):
     events: list[Event]
     heatmaps: Heatmaps
     mirror: MirrorSummary | None
+    incidents: Incidents
 
 
 # ----------------------------------------------------------------- as the web receives it

@@ -16,6 +16,7 @@ from scheduler.frames import dashboard_frames, heat_detail, links_down
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.placement_schema import LivePlacement
 from scheduler.reliability.failures import job_failure_rate
+from scheduler.reliability.incidents import incidents_view
 from scheduler.report import fleet_ettr, utilisation
 from scheduler.scheduling.queue_index import partition_of
 
@@ -161,6 +162,7 @@ def live_frame(engine, *, top: int = 50) -> LiveFrame:
         "events": list(engine.events)[-top:],
         "heatmaps": dashboard_frames(engine),
         "mirror": mirror_summary(engine),
+        "incidents": incidents_view(rel.incidents, engine.now, top),
     }
 
 

@@ -80,6 +80,19 @@ DEFAULTS: dict[str, dict] = {
     "SourceStatus": {"state": "ok", "last_ok": None, "last_try": None, "age_s": None,
                      "error": "", "read_s": None, "problems": {}},
     "AlertCount": {"firing": 0},
+    "IncidentJob": {"gpus": 8, "lost_gpu_h": 0.0},  # name: the test's
+    "IncidentRecord": {"component": "host", "unit": 0, "target_kind": "node", "target_id": 0,
+                       "cause": "faulty_gpu", "source": "drill", "drill": True,
+                       "drill_id": None, "since": 0.0, "expected_repair": None,
+                       "resolved_at": None, "duration_s": None, "nodes": [],
+                       "nodes_count": 0, "gpus_down": 0, "jobs": [], "jobs_count": 0,
+                       "gpus_hit": 0, "lost_work_gpu_h": 0.0, "down_gpu_h": 0.0,
+                       "gpu_hours_lost": 0.0},  # id: the test's
+    "IncidentCounts": {"open": 0, "open_drills": 0, "resolved": 0, "resolved_kept": 0,
+                       "open_by_kind": {}},
+    "Incidents": {"open": [], "resolved": [],
+                  "counts": {"open": 0, "open_drills": 0, "resolved": 0, "resolved_kept": 0,
+                             "open_by_kind": {}}},
     # the placement's records
     "PlacedJob": {"state": "running", "tenant": "default", "model": "H100-SXM"},
     "HeldJob": {"tenant": "default", "gpus": 8, "priority": 0, "reason": "JobHeldUser",
@@ -96,7 +109,8 @@ DEFAULTS["StoredFrame"] = {
     "ledger_gpu_hours": DEFAULTS["LedgerHours"], "jobs": DEFAULTS["JobCounts"], "queue": [],
     "running_jobs": [], "tenants": [], "inference": DEFAULTS["Inference"],
     "interruptions": DEFAULTS["Interruptions"], "failures": DEFAULTS["Failures"],
-    "power": None, "events": [], "heatmaps": DEFAULTS["Heatmaps"], "mirror": None, **_DRIVER}
+    "power": None, "events": [], "heatmaps": DEFAULTS["Heatmaps"], "mirror": None,
+    "incidents": DEFAULTS["Incidents"], **_DRIVER}
 DEFAULTS["LostFrame"] = {"t": 0.0, "lost": True, **_DRIVER, "health": "error"}
 DEFAULTS["LivePlacement"] = {
     "t": 0.0, "jobs": {}, "down": [], "drained": [], "spare": [], "gpus_down": [],

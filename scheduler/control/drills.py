@@ -155,6 +155,7 @@ def run_drill(engine, kind: str, target="random", drill_id=None, **params) -> di
                       jobs=list(result["jobs"]))
     if drill_id is not None and kind not in ENDLESS:
         active_drills(engine)[drill_id] = {"kind": kind, "target": result["target"], **undo}
+        rel.incidents.label_drill(undo.get("repairs", ()), drill_id)
     engine.scheduler.wake()
     return result
 

@@ -238,6 +238,8 @@ def observe(engine, obs: Observation) -> dict:
         changes["nodes"] = {k: v for k, v in changed.items()
                             if k in ("nodes_down", "nodes_up", "drained", "undrained") and v}
         _node_events(engine, book, changes["nodes"], obs.reasons)
+        for n in changes["nodes"].get("nodes_down", ()):  # the incident names Slurm's reason
+            engine.reliability.incidents.observed_reason(n, obs.reasons.get(n, ""))
         book.nodes_down += len(changes["nodes"].get("nodes_down", ()))
     if obs.reservations is not None:
         book.reservations = [dict(r) for r in obs.reservations]

@@ -23,8 +23,10 @@ from scheduler.model.job_run import DRAINING, RUNNING
 from scheduler.model.state import ClusterState
 from scheduler.reliability.checkpoint import CheckpointCosts
 from scheduler.reliability.failures import EFFECTS, MODES, FailureMode, unit_counts
+from scheduler.reliability.incidents import IncidentBook, hit_jobs
 from scheduler.reliability.recovery import Jobs, Recovery
 from scheduler.reliability.spares import SparePool
+from scheduler.reliability.storage_faults import StorageFaults
 from scheduler.sim import Context, Handle, Kind
 
 LEMON_FAILURES = 3
@@ -37,7 +39,7 @@ SLOW_PER_LOST_SPINE = 0.5
 STORAGE_SLOW_FACTOR = 0.5
 
 
-class FailureEngine:
+class FailureEngine(StorageFaults):
     """The failure processes and their effects (``FAIL`` and ``REPAIR`` events).
 
     It owns what failures leave behind: nodes down (``down_count``), failed switches and
@@ -89,6 +91,7 @@ class FailureEngine:
         self.storage_left: dict[str, float] = {}
         self._next: dict[int, Handle] = {}
         self._node_watchers: list = []
+        self.incidents = IncidentBook()  # one per root cause (scheduler.reliability.incidents)
         ctx.on(Kind.FAIL, self.on_fail)
         ctx.on(Kind.REPAIR, self.on_repair)
 
@@ -188,6 +191,8 @@ class FailureEngine:
         nodes = self.nodes_of(mode.component, unit)
         repair_s = float(rng.lognormal(math.log(mode.repair_h * 3600.0), 0.5))
         hit: list = []
+        lost_before: dict[int, float] = {}
+        repairs_before = self._repair_id
         owners = None
         if mode.component == "job":
             run = self._gang_in_slot(unit)
@@ -202,6 +207,7 @@ class FailureEngine:
         if mode.component == "job":  # the gang's own fault: its nodes stay up
             hit = self._interrupt(owners, nodes, mode)
         elif effect == "interrupt":
+            lost_before = self._lost_of(self._training_owners(nodes))
             hit = self.interrupt_nodes(nodes, mode)
             self._take_down(nodes, mode, repair_s)
         elif effect == "slow":
@@ -222,6 +228,8 @@ class FailureEngine:
             self.failures[mode.cause] -= 1  # counted by slow_storage
             self.slow_storage(mode, STORAGE_SLOW_FACTOR, repair_s)
         gpus = int(sum(runs[i].gpus for i in hit))
+        if self._repair_id != repairs_before:  # a part is down until repaired: an incident
+            self._open_incident(mode, unit, nodes, hit, lost_before, repair_s)
         self.ctx.log("failure", f"{mode.cause} on {mode.component} {unit}: "
                          f"{len(hit)} job(s), {gpus} GPUs hit", cause=mode.cause,
                      component=f"{mode.component} {unit}",
@@ -229,6 +237,16 @@ class FailureEngine:
         return {"cause": mode.cause, "component": mode.component, "unit": unit,
                 "effect": effect, "jobs": [runs[i].spec.name for i in hit], "gpus": gpus,
                 "nodes": nodes.tolist()[:64], "repair_s": round(repair_s, 1)}
+
+    def _lost_of(self, owners: list[int]) -> dict[int, float]:
+        return {i: self.jobs.runs[i].lost_gpu_s for i in owners}
+
+    def _open_incident(self, mode: FailureMode, unit: int, nodes: np.ndarray,
+                       hit: list[int], lost_before: dict[int, float], repair_s: float) -> None:
+        self.incidents.open_failure(mode, unit, plan=self.plan, state=self.state,
+                                    nodes=nodes, jobs=hit_jobs(self.jobs.runs, hit, lost_before),
+                                    now=self.ctx.now, due=self.ctx.now + repair_s,
+                                    repair=self._repair_id)
 
     def _training_owners(self, nodes: np.ndarray) -> list[int]:
         s = self.state
@@ -292,6 +310,11 @@ class FailureEngine:
         mode, unit, nodes = self._repairs.pop(rid)
         self.repairs_pending -= 1
         self.repairs_done += 1
+        inc = self.incidents.repaired(rid, now=self.ctx.now)
+        if inc is not None:  # the timeline's end: what came back, after how long
+            self.ctx.log("repair", f"{inc.cause} on {inc.component} {inc.unit} repaired after "
+                                   f"{(inc.resolved_at - inc.since) / 3600:.2f} h",
+                         cause=inc.cause, component=f"{inc.component} {inc.unit}")
         effect = EFFECTS[mode.component]
         if effect == "interrupt":
             nodes = self.spares.park_cut(nodes)  # no parts of a cut model: its nodes wait
@@ -312,33 +335,6 @@ class FailureEngine:
             self.jobs.rerate_all()
         elif effect == "slow_storage":
             self.costs.restore_storage(self._storage_factors.pop(rid, STORAGE_SLOW_FACTOR))
-
-    def slow_storage(self, mode: FailureMode, factor: float, duration_s: float) -> None:
-        """Multiply the storage tiers' bandwidth by ``factor`` for ``duration_s``."""
-        self.failures[mode.cause] += 1
-        self.component_of[mode.cause] = mode.component
-        self.costs.scale_storage(factor)
-        self._push_repair(mode, 0, duration_s)
-        self._storage_factors[self._repair_id] = factor
-
-    def set_storage(self, tier: str, left: float) -> None:
-        """An operator set a storage tier's status: ``left`` (0 .. 1) of its bandwidth is
-        left, 1 when it is up.  A status, not a count: it replaces the tier's previous one
-        and composes with drills' and failures' slowdowns.  The central tier's share scales
-        checkpoint costs (and its reads); the physics reads :meth:`storage_fraction`."""
-        if tier == "central" and not left > 0:
-            raise ValueError("the central tier keeps some bandwidth (checkpoint costs divide "
-                             "by it)")
-        before = self.storage_left.pop(tier, 1.0)
-        if tier == "central":
-            self.costs.restore_storage(before)
-            self.costs.scale_storage(left)
-        if left < 1.0:
-            self.storage_left[tier] = float(left)
-
-    def storage_fraction(self, tier: str) -> float:
-        """Share of a tier's bandwidth an operator left it (1: up)."""
-        return self.storage_left.get(tier, 1.0)
 
     # ----------------------------------------------------------------- slowdowns
     def _pod_of_switch_unit(self, component: str, unit: int) -> int:
@@ -406,11 +402,16 @@ class FailureEngine:
 
     def node_out(self, node: int, mode: FailureMode) -> list[int]:
         """Take a node out from outside the failure processes (an operator, a mirror): its
-        gangs are interrupted by ``mode``; it stays out until :meth:`node_back`."""
+        gangs are interrupted by ``mode``; it stays out until :meth:`node_back`.  An incident
+        (:meth:`~scheduler.reliability.incidents.IncidentBook.node_out`) holds it meanwhile."""
+        lost_before = self._lost_of(self._training_owners(np.array([node])))
         hit = self.interrupt_nodes(np.array([node]), mode)
         self.down_count[node] += 1
         self.state.set_node_flags([node], up=False)
         self._nodes_lost([node])
+        self.incidents.node_out(int(node), cause=mode.cause, source=mode.source,
+                                now=self.ctx.now, gpus=int(self.state.node_gpus[node]),
+                                jobs=hit_jobs(self.jobs.runs, hit, lost_before))
         return hit
 
     def node_back(self, node: int, *, all_causes: bool = False) -> None:
@@ -419,6 +420,7 @@ class FailureEngine:
         self.down_count[node] = 0 if all_causes else max(0, self.down_count[node] - 1)
         if self.down_count[node] == 0:
             self.state.set_node_flags([node], up=True)
+        self.incidents.node_back(int(node), now=self.ctx.now, up=self.down_count[node] == 0)
 
     # ----------------------------------------------------------------- re-plan
     def repairs_in_flight(self) -> list[tuple[float, FailureMode, int, np.ndarray | None, float]]:
@@ -472,6 +474,9 @@ class FailureEngine:
         lemons = [int(node_map[n]) for n in old.lemons if node_map[n] >= 0]
         self.lemons.extend(lemons)
         self.state.set_node_flags(lemons, drained=True)
+        pending = [(h.time, h.payload, self._repairs[h.payload][0].cause,
+                    self._repairs[h.payload][1]) for h in self.ctx.pending(Kind.REPAIR)]
+        self.incidents.carry(old.incidents, node_map, pending, now=self.ctx.now)
 
     def report(self) -> dict:
         by_component: Counter = Counter()

@@ -12,6 +12,7 @@ from twin.control import drills_api
 from twin.control import views as control_views
 from twin.metrics import views as metrics_views
 from twin.pages import entities as pages_entities
+from twin.pages import incidents as pages_incidents
 from twin.pages import views as pages_views
 from twin.studies import views as studies_views
 from twin.studies import whatif_views
@@ -48,6 +49,13 @@ urlpatterns = [
     path("failures/", pages_views.failures, name="failures"),
     path("events/", pages_views.events, name="events"),
     path("drills/", pages_views.drills, name="drills"),
+    path("incidents/", pages_incidents.incidents_page, name="incidents"),
+    path("incidents/<engine_id:pk>/", pages_incidents.incident_page, name="incident"),
+    path("incidents/<engine_id:pk>/ack", pages_incidents.incident_ack_form, name="incident-ack"),
+    path("api/incidents", pages_incidents.api_incidents, name="api-incidents"),
+    path("api/incidents/<engine_id:pk>", pages_incidents.api_incident, name="api-incident"),
+    path("api/incidents/<engine_id:pk>/ack", pages_incidents.api_incident_ack,
+         name="api-incident-ack"),
     path("whatif/", whatif_views.whatif_page, name="whatif"),
     path("whatif/<engine_id:pk>/", whatif_views.whatif_result, name="whatif-result"),
     path("whatif/<engine_id:pk>/save-study", studies_views.whatif_save, name="whatif-save-study"),
@@ -70,9 +78,14 @@ urlpatterns = [
     path("tenants/<str:name>/", pages_entities.tenant_page, name="tenant"),
     path("alerts/", alerts_views.alerts_page, name="alerts"),
     path("alerts/<engine_id:pk>/ack", alerts_views.alert_ack_form, name="alert-ack"),
+    path("alerts/silences", alerts_views.silence_create_form, name="alert-silences"),
+    path("alerts/silences/<engine_id:pk>/expire", alerts_views.silence_expire_form,
+         name="alert-silence-expire"),
+    path("alerts/runbooks/", alerts_views.runbooks_page, name="alert-runbooks"),
     path("api/alerts", alerts_views.api_alerts, name="api-alerts"),
     path("api/alerts/<engine_id:pk>/ack", alerts_views.api_alert_ack, name="api-alert-ack"),
     path("api/search", pages_entities.api_search, name="api-search"),
+    path("api/names", pages_entities.api_names, name="api-names"),
     path("api/inventory", api_views.api_inventory, name="api-inventory"),
     path("api/state", api_views.api_state, name="api-state"),
     path("api/jobs", api_views.api_jobs, name="api-jobs"),

@@ -215,6 +215,16 @@ def drill_endable(drill: Drill, t_sim: float | None) -> str | None:
     return None
 
 
+def drill_ran_out_at(drill: Drill, t_sim: float | None) -> float | None:
+    """When an applied drill ran out by itself (its repair or duration ended; simulated s),
+    ``None`` while it runs, when it was ended early or never applied, or has no end."""
+    end = _drill_end_s(drill)
+    if (drill.status != DrillStatus.APPLIED or (drill.outcome or {}).get("ended")
+            or end is None or t_sim is None or t_sim < end):
+        return None
+    return end
+
+
 def drills_endable(*, drills: list[Drill]) -> set[int]:
     """The ids of ``drills`` that can be ended now (the drills page shows them an End
     button)."""
