@@ -1,7 +1,7 @@
 """The app's model registry.  Django loads ``twin.models``; each domain package owns its
 models (all under the one app label ``twin``, so the migrations did not move)."""
 
-from twin.alerts.models import Alert, AlertRule  # noqa: F401
+from twin.alerts.models import Alert, AlertRule, Silence  # noqa: F401
 from twin.audit.models import AuditEntry  # noqa: F401
 from twin.inventory.models import (  # noqa: F401
     Accelerator,

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tests import frames
 from twin import models as m
 from twin.alerts import rules as alerts
+from twin.alerts import webhook as webhook_out
 from twin.live import services
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +35,7 @@ def fresh(settings, monkeypatch):
                             "ALERT_RULES_REFRESH_S": 0.0}
     m.AlertRule.objects.all().delete()  # the shipped rules: tests name their own
     alerts.forget_process_state()
-    monkeypatch.setattr(alerts, "_webhook", None)
+    monkeypatch.setattr(webhook_out, "_webhook", None)
     yield
     alerts.forget_process_state()
 
@@ -122,27 +123,29 @@ def test_each_comparison_holds_at_and_around_the_threshold(comparison, value, fi
 @given(st.lists(st.tuples(st.integers(1, 400), st.booleans()), min_size=1, max_size=12),
        st.sampled_from([0.0, 300.0, 600.0]))
 def test_alerts_follow_the_runs_of_breaches_that_last_their_duration(steps, for_s):
-    """Any sequence of frames: one alert per maximal run of breaching frames that lasted
-    ``for_s`` (simulated s, from its first frame), firing only if the last run still does."""
+    """Any sequence of frames: an alert fires once a breach has lasted ``for_s`` (simulated
+    s, from its first frame) and resolves only once the figure has been clear for ``for_s``
+    too (hysteresis): a flapping figure never fires and resolves within the rule's duration."""
     m.Alert.objects.all().delete()
     m.AlertRule.objects.all().delete()
     alerts.forget_process_state()
     rule(for_s=for_s)
-    t, runs, start = 0.0, [], None
+    t, fired, firing_now, pending, clear = 0.0, 0, False, None, None
     for dt, breach in steps:
         t += dt
         publish(t, down=8 if breach else 0)
-        if breach:
-            start = t if start is None else start
-            if not runs or runs[-1][0] != start:
-                runs.append([start, t])
-            runs[-1][1] = t
+        if not firing_now:
+            pending = (t if pending is None else pending) if breach else None
+            if pending is not None and t - pending >= for_s:
+                fired, firing_now, pending = fired + 1, True, None
         else:
-            start = None
-    lasted = [s for s, last in runs if last - s >= for_s]
-    assert m.Alert.objects.count() == len(lasted)
-    still = start is not None and t - start >= for_s
-    assert len(firing()) == int(still)
+            clear = None if breach else (t if clear is None else clear)
+            if clear is not None and t - clear >= for_s:
+                firing_now, clear = False, None
+    assert m.Alert.objects.count() == fired
+    assert len(firing()) == int(firing_now)
+    for a in m.Alert.objects.filter(state="resolved"):
+        assert a.t_sim_resolved - a.t_sim >= for_s
 
 
 def test_each_derived_figure_reads_its_values_off_the_frame():

@@ -1,12 +1,12 @@
-"""The admin of what people and the engine did: drills, the audit trail, alert rules and
-alerts (read-only where they are a record)."""
+"""The admin of what people and the engine did: drills, the audit trail, alert rules, alerts
+and silences (read-only where they are a record)."""
 
 from django.contrib import admin
 from django.urls import reverse
 
 from twin.admin.base import AuditTrail, StaffEdits, action_report
 from twin.alerts import rules as alerts
-from twin.alerts.models import Alert, AlertRule
+from twin.alerts.models import Alert, AlertRule, Silence
 from twin.audit.models import AuditEntry
 from twin.live.models import Drill
 
@@ -39,6 +39,13 @@ class AlertRuleAdmin(StaffEdits):
     list_display = ("name", "figure", "comparison", "threshold", "for_s", "severity", "enabled")
     list_filter = ("severity", "enabled")
     search_fields = ("name", "figure")
+    fieldsets = (
+        (None, {"fields": ("name", "figure", "comparison", "threshold", "for_s", "severity",
+                           "enabled")}),
+        ("For the on-call", {"fields": ("description", "runbook_url")}),
+        ("Event-log figures and hysteresis", {"fields": ("window_s", "resolve_threshold",
+                                                        "resolve_for_s")}),
+    )
     actions = ("enable", "disable")
 
     @admin.action(description="Enable the selected rules")
@@ -64,9 +71,10 @@ class AlertRuleAdmin(StaffEdits):
 class AlertAdmin(AuditTrail):
     """Alerts fire and resolve with the live engine; staff acknowledge them on /alerts/."""
 
-    list_display = ("started_at", "rule", "state", "value", "labels", "acknowledged_by")
+    list_display = ("started_at", "rule", "state", "value", "labels", "notified",
+                    "acknowledged_by")
     list_select_related = ("rule", "acknowledged_by")
-    list_filter = ("state", "rule__severity")
+    list_filter = ("state", "rule__severity", "notified")
 
     def view_on_site(self, obj) -> str:
         return reverse("alerts")
@@ -76,3 +84,28 @@ class AlertAdmin(AuditTrail):
 
     def has_module_permission(self, request) -> bool:
         return self.has_view_permission(request) or super().has_module_permission(request)
+
+
+@admin.register(Silence)
+class SilenceAdmin(StaffEdits):
+    """Silences: staff create them here or on /alerts/ (who is recorded either way); matchers
+    are checked by ``Silence.clean``."""
+
+    list_display = ("id", "matchers", "starts_at", "ends_at", "created_by_name", "comment")
+    list_filter = ("ends_at",)
+    search_fields = ("comment", "created_by_name")
+    readonly_fields = ("created_by_name",)
+    fields = ("matchers", "starts_at", "ends_at", "comment", "created_by_name")
+
+    def save_model(self, request, obj, form, change) -> None:
+        if not change:
+            obj.created_by, obj.created_by_name = request.user, request.user.get_username()
+        super().save_model(request, obj, form, change)
+        alerts.silences_changed()
+
+    def delete_model(self, request, obj) -> None:
+        super().delete_model(request, obj)
+        alerts.silences_changed()
+
+    def view_on_site(self, obj) -> str:
+        return reverse("alerts")

@@ -9,6 +9,7 @@ from django.utils import timezone
 from scheduler.frame_schema import Event, LostFrame, StoredFrame
 from scheduler.placement_schema import LivePlacement
 from twin.alerts import rules as alerts
+from twin.alerts.log_windows import EventLog
 from twin.live import history
 from twin.live.models import Drill, DrillStatus, EngineEvent, EngineSnapshot, LiveState
 from twin.live.stored import frame_lost
@@ -20,7 +21,8 @@ def live_state_write(*, seq: int, t_sim: float, frame: StoredFrame | LostFrame, 
     """The engine's latest frame and status, in one UPDATE of the single LiveState row; a
     :class:`~scheduler.frame_schema.LostFrame` (the engine's state lost) is stored as it is
     and leaves no history sample."""
-    alerts.evaluate(frame=frame, t_sim=t_sim)  # adds frame["alerts"] before it is stored and sent
+    # adds frame["alerts"] before it is stored and sent
+    alerts.evaluate(frame=frame, t_sim=t_sim, log=_alert_log(inventory))
     fields = {"seq": seq, "t_sim": t_sim, "frame": frame, "health": health,
               "last_error": last_error, "speed": speed, "paused": paused,
               "inventory": inventory, "updated_at": timezone.now()}
@@ -30,6 +32,26 @@ def live_state_write(*, seq: int, t_sim: float, frame: StoredFrame | LostFrame, 
         LiveState.objects.update_or_create(pk=LiveState.SINGLETON_PK, defaults=fields)
     if inventory and not frame_lost(frame):
         history.record(run=inventory, t_sim=t_sim, frame=frame)
+
+
+def _alert_log(inventory: str) -> EventLog | None:
+    """The run's stored event log as the alert rules read it (rows past a seq, in order)."""
+    if not inventory:
+        return None
+
+    def read(after: int, t_from: float | None, limit: int) -> list[tuple]:
+        rows = EngineEvent.objects.filter(inventory=inventory, seq__gt=after)
+        if t_from is not None:
+            rows = rows.filter(t_sim__gte=t_from)
+        return list(rows.order_by("seq")
+                    .values_list("seq", "t_sim", "kind", "component", "text")[:limit])
+
+    def cluster():
+        from twin.live.selectors import cluster_current
+
+        return cluster_current()
+
+    return EventLog(key=inventory, read=read, cluster=cluster)
 
 
 def live_state_health_set(*, health: str, last_error: str | None = None) -> None:
