@@ -27,8 +27,23 @@
       if (help) help.textContent = b.help;
     });
   }
+  /* The target suggestions of the chosen kind: the names of what it can hit. */
+  var kindTargets = JSON.parse(document.getElementById("kind-targets").textContent);
+  function showTargets() {
+    var list = document.getElementById("drill-targets");
+    if (!list) return;
+    var fragment = document.createDocumentFragment();
+    (kindTargets[kind.value] || kindTargets.any || []).forEach(function (name) {
+      var option = document.createElement("option");
+      option.value = name;
+      fragment.appendChild(option);
+    });
+    list.replaceChildren(fragment);
+  }
   kind.addEventListener("change", showParams);
+  kind.addEventListener("change", showTargets);
   showParams();
+  showTargets();
 
   TwinLive.on("data", function (msg) {
     P.counters(msg);
@@ -46,10 +61,15 @@
     return parts.join(", ");
   }
 
+  /* The target by name, linked to its page (the API names it: target_named, chosen_named). */
   function targetText(d) {
+    var asked = d.target_named ? { text: d.target_named.name, href: d.target_named.url } :
+      d.target;
     var resolved = (d.outcome || {}).target;
-    return resolved === undefined || resolved === null || String(resolved) === d.target ?
-      d.target : d.target + " → " + resolved;
+    if (resolved === undefined || resolved === null || String(resolved) === d.target) return asked;
+    var chosen = d.chosen_named ? { text: "→ " + d.chosen_named.name, href: d.chosen_named.url } :
+      "→ " + resolved;
+    return [asked, chosen];
   }
 
   var pending = !!document.querySelector("#drill-rows .status-pending");

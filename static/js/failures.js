@@ -3,6 +3,24 @@
   "use strict";
 
   var P = window.TwinPanels;
+  var lastLemons = [];
+
+  /* Lemon nodes (engine ids) by hostname, each linked to its page. */
+  function lemonNodes(lemons) {
+    lastLemons = lemons;
+    var el = document.getElementById("lemon-nodes");
+    if (!el) return;
+    if (!lemons.length) { el.textContent = "None."; return; }
+    var parts = [];
+    lemons.forEach(function (n, i) {
+      var named = P.nameOf("node " + n);
+      if (!named) P.askName("node " + n);
+      if (i) parts.push(document.createTextNode(", "));
+      parts.push(P.anchor(named ? named.name : "node " + n, "/nodes/" + n + "/"));
+    });
+    el.replaceChildren.apply(el, parts);
+  }
+  P.onNames(function () { lemonNodes(lastLemons); });
 
   TwinLive.on("data", function (msg) {
     var inter = msg.interruptions || {};
@@ -14,7 +32,7 @@
     P.setText("repairs-pending", P.fmt(failures.repairs_pending));
     var lemons = failures.lemon_nodes || [];
     P.setText("lemon-count", P.fmt(lemons.length));
-    P.setText("lemon-nodes", lemons.length ? "Nodes " + lemons.join(", ") : "None.");
+    lemonNodes(lemons);
     P.fillTable("mttf-rows", (failures.mttf_by_size || []).map(function (b) {
       return [b.gpus, P.fmt(b.jobs), P.fmt(b.interruptions),
               b.mttf_hours === null ? "no failure yet" : P.durationH(b.mttf_hours),

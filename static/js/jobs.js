@@ -11,6 +11,8 @@
   var REFRESH_MS = 2000;
 
   function hours(h) { return P.durationH(h); }
+  function job(name) { return { text: name, href: P.jobUrl(name) }; }
+  function tenant(name) { return name ? { text: name, href: P.tenantUrl(name) } : "–"; }
 
   function loadQueue() {
     lastFetch = Date.now();
@@ -23,7 +25,8 @@
         P.setText("queue-page", "page " + P.fmt(body.page) + " of " + P.fmt(body.pages) +
                   " · " + P.fmt(body.total) + " queued");
         P.fillTable("queue-rows", body.rows.map(function (q) {
-          return [q.position, q.name, q.tenant, P.fmt(q.gpus), q.priority, hours(q.wait_h),
+          return [q.position, job(q.name), tenant(q.tenant), P.fmt(q.gpus), q.priority,
+                  hours(q.wait_h),
                   q.reason || "–",
                   q.reserved_start_h === null ? "–" : "at " + P.simTime(3600 * q.reserved_start_h)];
         }), "The queue is empty.");
@@ -62,13 +65,13 @@
     P.setText("preemptions", P.fmt(jobs.preemptions));
     if (Date.now() - lastFetch >= REFRESH_MS) { loadQueue(); }
     P.fillTable("running-rows", (msg.running_jobs || []).map(function (r) {
-      return [r.name, r.tenant, P.fmt(r.gpus), r.model, r.state,
+      return [job(r.name), tenant(r.tenant), P.fmt(r.gpus), r.model, r.state,
               r.span.pods + " pod(s), " + r.span.leaves + " leaf switch(es)",
               P.pct(r.mfu), hours(r.running_h)];
     }), "No job is running.");
     var tenants = msg.tenants || [];
     P.fillTable("tenant-rows", tenants.map(function (t) {
-      return [t.tenant, P.fmt(t.used_gpus), P.fmt(t.quota_gpus),
+      return [tenant(t.tenant), P.fmt(t.used_gpus), P.fmt(t.quota_gpus),
               t.quota_gpus ? P.pct(t.used_gpus / t.quota_gpus) : "–"];
     }), "No tenants.");
     var names = tenants.map(function (t) { return t.tenant; });

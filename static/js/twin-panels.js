@@ -114,15 +114,128 @@
       ? "–" : pct(inference.slo_attainment, 2));
   }
 
+  /* A link to an entity's page; its text is set with textContent. */
+  function anchor(text, href) {
+    var a = document.createElement("a");
+    a.href = href;
+    a.textContent = text;
+    return a;
+  }
+
+  function jobUrl(name) { return "/jobs/" + encodeURIComponent(name) + "/"; }
+  function tenantUrl(name) { return "/tenants/" + encodeURIComponent(name) + "/"; }
+
+  /* A cell: a text, or {text, href} (a link), or a list of those (joined by ", "). */
   function cell(row, text, className) {
     var td = document.createElement("td");
-    td.textContent = text;
+    var parts = Array.isArray(text) ? text : [text];
+    parts.forEach(function (part, i) {
+      if (i) td.appendChild(document.createTextNode(", "));
+      if (part !== null && typeof part === "object") {
+        td.appendChild(part.href ? anchor(String(part.text), part.href)
+                                 : document.createTextNode(String(part.text)));
+      } else {
+        td.appendChild(document.createTextNode(part === null || part === undefined ? "" : String(part)));
+      }
+    });
     if (className) td.className = className;
     row.appendChild(td);
     return td;
   }
 
-  /* Replace a tbody's rows: rows is a list of lists of cell texts. */
+  /* Names of components the log names by engine id ("host 100" -> n000100 and its page),
+     asked of /api/names (twin/inventory/names.py) once each, in batches; redraw() runs when
+     new ones arrive. */
+  var known = {};
+  var asked = {};
+  var waiting = [];
+  var namesTimer = null;
+  var namesRedraw = [];
+  function nameOf(text) { return known[text] || null; }
+  function askName(text) {
+    if (!text || text in asked) return;
+    asked[text] = true;
+    waiting.push(text);
+    if (namesTimer === null) namesTimer = setTimeout(fetchNames, 50);
+  }
+  function fetchNames() {
+    namesTimer = null;
+    var batch = waiting.splice(0, 200);
+    if (!batch.length) return;
+    var q = batch.map(function (t) { return "c=" + encodeURIComponent(t); }).join("&");
+    fetch("/api/names?" + q, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) {
+        if (!body) return;
+        Object.keys(body.names).forEach(function (t) { known[t] = body.names[t]; });
+        namesRedraw.forEach(function (f) { f(); });
+        if (waiting.length) fetchNames();
+      })
+      .catch(function (err) { console.warn("names: lookup failed", err); });
+  }
+  function onNames(f) { namesRedraw.push(f); }
+
+  /* The words the log puts before a unit id ({% component_words_json %}). */
+  var unitPattern;
+  function unitRegex() {
+    if (unitPattern === undefined) {
+      var el = document.getElementById("component-words");
+      var words = el ? JSON.parse(el.textContent) : [];
+      words.sort(function (a, b) { return b.length - a.length; });
+      unitPattern = words.length ?
+        new RegExp("(^|[^\\w-])((?:" + words.join("|") + ") \\d+)(?![\\w.])", "g") : null;
+    }
+    return unitPattern;
+  }
+  function escapeRe(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+  /* An event's text as nodes: components named by id shown by name and linked, job names
+     linked (twin/pages/event_rows.py linked_text does the same on the server). */
+  function linkedText(text, jobs) {
+    var spans = [];
+    var re = unitRegex();
+    var m;
+    if (re) {
+      re.lastIndex = 0;
+      while ((m = re.exec(text)) !== null) {
+        var start = m.index + m[1].length;
+        var named = nameOf(m[2]);
+        if (named) spans.push([start, start + m[2].length, named.name, named.url]);
+        else askName(m[2]);
+      }
+    }
+    var names = (jobs || []).filter(function (j) { return typeof j === "string" && j; });
+    if (names.length) {
+      names.sort(function (a, b) { return b.length - a.length; });
+      var jre = new RegExp("(^|[^\\w-])(" + names.map(escapeRe).join("|") + ")(?![\\w-])", "g");
+      while ((m = jre.exec(text)) !== null) {
+        var s0 = m.index + m[1].length;
+        spans.push([s0, s0 + m[2].length, m[2], jobUrl(m[2])]);
+      }
+    }
+    spans.sort(function (a, b) { return a[0] - b[0]; });
+    var out = [], at = 0;
+    spans.forEach(function (sp) {
+      if (sp[0] < at) return;
+      if (sp[0] > at) out.push(document.createTextNode(text.slice(at, sp[0])));
+      out.push(sp[3] ? anchor(sp[2], sp[3]) : document.createTextNode(sp[2]));
+      at = sp[1];
+    });
+    if (at < text.length) out.push(document.createTextNode(text.slice(at)));
+    return out;
+  }
+
+  /* What an event is about, as the stored log names it (twin/live/services.py _component). */
+  function componentOf(e) {
+    if (e.component) return String(e.component);
+    var keys = ["switch", "link", "node"];
+    for (var i = 0; i < keys.length; i++) {
+      if (e[keys[i]] !== undefined && e[keys[i]] !== null) return keys[i] + " " + e[keys[i]];
+    }
+    return "";
+  }
+
+  /* Replace a tbody's rows: rows is a list of lists of cells (see cell()). */
   function fillTable(tbodyId, rows, emptyText) {
     var tbody = document.getElementById(tbodyId);
     if (!tbody) return;
@@ -181,8 +294,21 @@
       kind.textContent = e.kind;
       var text = document.createElement("span");
       text.className = "text";
-      text.textContent = e.text;
-      li.append(when, kind, text);
+      var jobs = (e.jobs || []).slice();
+      if (e.job) jobs.push(e.job);
+      text.append.apply(text, linkedText(String(e.text), jobs));
+      li.append(when, kind);
+      var comp = componentOf(e);
+      var named = comp ? nameOf(comp) : null;
+      if (comp && named === null) askName(comp);
+      if (named && named.url && String(e.text).indexOf(comp) < 0 &&
+          String(e.text).indexOf(named.name) < 0) {
+        var where = document.createElement("span");
+        where.className = "component";
+        where.appendChild(anchor(named.name, named.url));
+        li.append(where);
+      }
+      li.append(text);
       fragment.appendChild(li);
     });
     if (!items.length) {
@@ -196,6 +322,8 @@
     var count = document.getElementById("event-log-hidden");
     if (count) count.textContent = routine ? "" : fmt(all.length - items.length) + " hidden";
   }
+
+  onNames(function () { if (lastEvents) events(lastEvents[0], lastEvents[1]); });
 
   document.addEventListener("DOMContentLoaded", function () {
     localiseTimes();
@@ -225,6 +353,8 @@
     wallTime: wallTime, whenElement: whenElement, localiseTimes: localiseTimes,
     setText: setText, counters: counters,
     fillTable: fillTable, events: events, layout: layout,
+    anchor: anchor, jobUrl: jobUrl, tenantUrl: tenantUrl, nameOf: nameOf, askName: askName,
+    onNames: onNames, linkedText: linkedText,
     plotConfig: { displaylogo: false, responsive: true },
   };
 })();

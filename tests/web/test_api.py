@@ -355,7 +355,7 @@ def test_operator_cannot_request_a_drill(login):
     ({"kind": "storage_slowdown", "factor": "half"}, "factor must be a positive number"),
     ({"kind": "inference_surge", "factor": -2}, "factor must be a positive number"),
     ({"kind": "node", "factor": 0.5}, "a node drill takes no parameters"),
-    ({"kind": "node", "target": "rack-7"}, "targets 'random' or a non-negative id"),
+    ({"kind": "node", "target": "rack-7"}, "'rack-7' names nothing in this cluster"),
 ])
 def test_a_bad_drill_request_is_a_400_with_a_message_and_creates_nothing(login, body, message):
     response = post_drill(login("staff"), body)

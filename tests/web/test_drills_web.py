@@ -1,5 +1,7 @@
 """The drills page: staff request a drill through a form; errors are shown, nothing is created."""
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -43,9 +45,51 @@ def test_staff_run_a_drill_and_see_it_listed(staff, demo_users):
     assert drill.requested_by == demo_users["staff"]
     page = staff.get("/drills/")
     html = page.content.decode()
-    assert f"Drill #{drill.pk}: node on 5 sent to the live engine." in html
+    assert f"Drill #{drill.pk}: node on tiny-n000005 sent to the live engine." in html
     assert '<tr class="status-pending">' in html
-    assert "<td>staff</td>" in html and "<td>node</td>" in html and "<td>5</td>" in html
+    assert "<td>staff</td>" in html and "<td>node</td>" in html
+    assert re.search(r'<td class="drill-target"><a href="/nodes/5/"[^>]*>tiny-n000005</a></td>',
+                     html)
+
+
+@pytest.mark.parametrize("kind, target, unit", [
+    ("leaf_switch", "leaf-00010", "10"),  # the name the switch page shows
+    ("spine_switch", "spine-00025", "1"),  # spines are numbered among spines and cores
+    ("node", "tiny-n000005", "5"),
+    ("node", "host 5", "5"),  # the failure log's words
+    ("accelerator", "tiny-n000002:3", "19"),  # host:index -> engine GPU id
+    ("nic", "tiny-n000002:3", "19"),
+    ("rack_power", "tiny-rack-00001", "1"),
+    ("power_cap", "tiny-rack-00001", "1"),
+    ("optical_link", "spine-00024 – leaf-00000", "0"),
+    ("leaf_switch", "10", "10"),  # ids still work
+])
+def test_a_drill_takes_the_name_the_pages_show_and_sends_the_unit_id(staff, kind, target, unit):
+    response = staff.post("/drills/", {"kind": kind, "target": target})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert m.Drill.objects.get().target == unit
+
+
+def test_the_api_takes_names_too_and_names_the_target(staff):
+    got = staff.post("/api/drills", {"kind": "leaf_switch", "target": "leaf-00003"},
+                     content_type="application/json")
+    assert got.status_code == 202 and got.json()["target"] == "3"
+    listed = staff.get("/api/drills").json()["drills"][0]
+    assert listed["target_named"] == {"kind": "switch", "id": 3, "name": "leaf-00003",
+                                      "url": "/switches/3/"}
+
+
+def test_each_kind_suggests_every_target_it_can_hit_by_name(staff, small_cluster):
+    targets = staff.get("/drills/").context["kind_targets"]
+    leaves = set(m.Switch.objects.filter(tier="leaf").values_list("name", flat=True))
+    assert set(targets["leaf_switch"]) == {"random"} | leaves
+    assert set(targets["node"]) == {"random"} | set(m.Node.objects.values_list("hostname",
+                                                                               flat=True))
+    assert len(targets["accelerator"]) == 1 + m.Accelerator.objects.count()
+    assert set(targets["rack_power"]) == {"random"} | set(m.Rack.objects.values_list("name",
+                                                                                     flat=True))
+    assert targets["power_cap"][:2] == ["random", "all"]
+    assert {"H100-SXM", "MI300X"} <= set(targets["supply_cut"])
 
 
 def test_parameters_reach_the_drill(staff):
@@ -63,7 +107,10 @@ def test_parameters_reach_the_drill(staff):
     ({"kind": "power_cap", "fraction": "-0.5"}, "fraction must be a positive number"),
     ({"kind": "node", "factor": "0.5"}, "a node drill takes no parameters; not factor"),
     ({"kind": "accelerator", "target": "gpu-seven"},
-     "targets &#x27;random&#x27; or a non-negative id"),
+     "targets &#x27;random&#x27;, a non-negative id or the name of its gpu: &#x27;gpu-seven&#x27; "
+     "names nothing in this cluster"),
+    ({"kind": "leaf_switch", "target": "spine-00024"},
+     "&#x27;spine-00024&#x27; is a switch, not a leaf switch target"),
 ])
 def test_bad_input_shows_the_error_and_creates_nothing(staff, data, message):
     page = staff.post("/drills/", data)
@@ -110,4 +157,7 @@ def test_a_random_target_shows_the_unit_the_engine_chose(staff, demo_users):
     m.Drill.objects.create(kind="node", target="random", requested_by=demo_users["staff"],
                            status=m.DrillStatus.APPLIED, applied_at_sim=60.0,
                            outcome={"target": 42, "jobs": [], "gpus": 0})
-    assert "<td>random → 42</td>" in staff.get("/drills/").content.decode()
+    assert '<td class="drill-target">random → 42</td>' in staff.get("/drills/").content.decode()
+    m.Drill.objects.update(outcome={"target": 4, "jobs": [], "gpus": 0})
+    html = staff.get("/drills/").content.decode()
+    assert re.search(r'random → <a href="/nodes/4/"[^>]*>tiny-n000004</a>', html)

@@ -77,7 +77,7 @@ def test_a_job_gone_from_the_live_state_still_has_its_event_log_page(live, login
 
 def test_a_node_page_shows_live_gpu_status_the_job_on_it_its_rack_and_its_leaf(live, login):
     html = login("operator").get("/nodes/2/").content.decode()
-    assert 'id="node-live">up' in html
+    assert 'id="node-live" class="status status-up">up' in html
     row3 = html[html.index('id="gpu-3"'):html.index('id="gpu-4"')]
     row2 = html[html.index('id="gpu-2"'):html.index('id="gpu-3"')]
     assert "<td>down</td>" in row3 and "<td>up</td>" in row2  # GPU 19 = node 2's first (16) + 3
@@ -90,7 +90,7 @@ def test_a_node_page_shows_live_gpu_status_the_job_on_it_its_rack_and_its_leaf(l
 
 def test_a_node_the_engine_reports_down_says_so_though_the_inventory_says_ready(live, login):
     html = login("operator").get("/nodes/5/").content.decode()
-    assert 'id="node-live">down' in html and "inventory: ready" in html
+    assert 'id="node-live" class="status status-down">down' in html and "inventory: ready" in html
 
 
 def test_a_leaf_page_lists_its_links_live_status_and_the_jobs_on_its_nodes(live, login):
@@ -111,7 +111,7 @@ def test_a_switch_link_out_in_the_engine_is_shown_down_on_both_switches(live, lo
         html = client.get(f"/switches/{index}/").content.decode()
         row = html[html.index(f'id="link-{first.pk}"'):]
         row = row[:row.index("</tr>")]
-        assert other in row and "<td>down</td>" in row
+        assert other in row and '<span class="status status-down">down</span>' in row
 
 
 def test_a_spine_page_says_the_jobs_crossing_it_are_not_derivable(live, login):

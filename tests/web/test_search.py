@@ -1,6 +1,6 @@
 """Search from every page: nodes by hostname, GPUs by serial or ``hostname:index``, switches,
-links, racks, jobs and tenants by name; prefix matches, bounded, saying how many more; one
-clear answer for a query it cannot take; login required."""
+links, racks, jobs and tenants by name, anywhere in it, and by id; bounded, saying how many
+more; one clear answer for a query it cannot take; login required."""
 
 from __future__ import annotations
 
@@ -71,11 +71,34 @@ def test_more_than_the_limit_is_counted_and_capped(live, monkeypatch):
     assert len(gpu.hits) == 5 and gpu.more == 25 and gpu.capped
 
 
-def test_names_match_from_their_beginning_only(live, login):
+def test_names_match_anywhere_whatever_the_case(live, login):
     client = login("operator")
-    assert hits(client, "n000003") == {}  # the middle of tiny-n000003
-    assert hits(client, "rain-7") == {}  # the middle of train-7
-    assert hits(client, "TINY-N000003") == {}  # names are case-sensitive, as stored
+    node = ("tiny-n000003", "/nodes/3/")
+    assert hits(client, "n000003")["node"] == [node]  # the middle of tiny-n000003
+    assert hits(client, "TINY-N000003")["node"] == [node]
+    assert ("train-7", "/jobs/train-7/") in hits(client, "rain-7")["job"]
+    assert ("acme", "/tenants/acme/") in hits(client, "CME")["tenant"]
+    assert ("leaf-00010", "/switches/10/") in hits(client, "f-0001")["switch"]
+
+
+def test_an_id_finds_what_each_kind_numbers_first(live, login):
+    got = hits(login("operator"), "7")
+    assert got["node"][0] == ("tiny-n000007", "/nodes/7/")
+    assert got["gpu"][0] == ("tiny-n000000:7", "/nodes/0/#gpu-7")
+    assert got["switch"][0] == ("leaf-00007", "/switches/7/")
+    assert ("train-7", "/jobs/train-7/") in got["job"]
+
+
+@pytest.mark.parametrize(("q", "kind", "hit"), [
+    ("host 3", "node", ("tiny-n000003", "/nodes/3/")),  # the failure log's words
+    ("node 3", "node", ("tiny-n000003", "/nodes/3/")),  # the drills' and operators'
+    ("gpu 19", "gpu", ("tiny-n000002:3", "/nodes/2/#gpu-3")),
+    ("leaf 10", "switch", ("leaf-00010", "/switches/10/")),
+    ("spine 0", "switch", ("spine-00024", "/switches/24/")),
+    ("rack 1", "rack", ("tiny-rack-00001", "/topology/?rack=1")),
+])
+def test_the_event_log_s_component_words_find_the_thing_by_name(live, login, q, kind, hit):
+    assert hits(login("operator"), q)[kind][0] == hit
 
 
 def test_no_hit_says_nothing_matched(live, login):

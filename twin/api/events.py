@@ -13,6 +13,8 @@ from urllib.parse import urlencode
 
 from django.db.models import Count
 
+from twin.inventory.names import Names
+from twin.live import selectors as live_selectors
 from twin.live.models import EngineEvent
 
 SEVERITIES = ("info", "warning", "critical")
@@ -89,6 +91,9 @@ class EventFilters:
     job: str = ""
     severity: str = ""
     routine: bool = True
+    components: tuple[str, ...] = ()
+    """What ``component`` names in the log's words (``host 100``, ``node 100`` ...), when it
+    is a name or an id the inventory knows; else ``component`` is matched as written."""
 
     def query(self, *, routine_default: bool) -> str:
         """The filters as a query string (without the page)."""
@@ -122,8 +127,20 @@ def event_filters_parse(params, *, inventory: str, routine_default: bool) -> Eve
         known = sorted(set(KINDS) | set(kind_counts(inventory=inventory)))
         raise BadFilter(f"unknown event kind {kind[:40]!r}: one of {', '.join(known)}")
     return EventFilters(kind=kind, component=raw["component"], job=raw["job"],
-                        severity=severity,
+                        severity=severity, components=_aliases(raw["component"]),
                         routine=_flag(raw["routine"], "routine", routine_default))
+
+
+def _aliases(component: str) -> tuple[str, ...]:
+    """Every component text of the log that names what ``component`` names (a name, an id
+    or a component text: ``leaf-00010``, ``n000100``, ``host 100``)."""
+    if not component:
+        return ()
+    names = Names(live_selectors.cluster_current())
+    found = names.resolve(component)
+    if component.isdigit():  # a bare id names a different thing in each kind: not a filter
+        found = []
+    return tuple(dict.fromkeys(a for x in found for a in names.aliases(x)))
 
 
 def page_parse(value: str) -> int:
@@ -161,7 +178,7 @@ def _rows(inventory: str, f: EventFilters):
         keep = _at_least(f.severity)
         rows = rows.filter(kind__in=[k for k, v in KINDS.items() if v.severity in keep])
     if f.component:
-        rows = rows.filter(component=f.component)
+        rows = rows.filter(component__in=f.components or (f.component,))
     if f.job:
         rows = rows.filter(jobs__contains=f",{f.job},")
     return rows

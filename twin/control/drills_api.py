@@ -14,17 +14,32 @@ from twin.api.bodies import json_error
 from twin.control import selectors as control_selectors
 from twin.control import services
 from twin.control.permissions import DRILLS_DENIED, can_run_drills
+from twin.inventory.names import Names
+from twin.live import selectors as live_selectors
 
 DRILLS_LIMIT = 50
 DRILLS_LIMIT_MAX = 200
 
 
-def drill_json(drill, *, viewer) -> dict:
+def _named(names: Names | None, kind: str, target) -> dict | None:
+    if names is None or target is None:
+        return None
+    found = services.drill_target_named(names, kind, target)
+    return None if found is None else found.as_json()
+
+
+def drill_json(drill, *, viewer, names: Names | None = None) -> dict:
     """A drill as the API shows it to ``viewer``: everyone sees what was injected and its
-    effect; who asked is shown to staff, and to the requester, only (None otherwise)."""
+    effect; who asked is shown to staff, and to the requester, only (None otherwise).  With
+    ``names``, the target (a unit id) by name (``target_named``) and the unit the engine
+    chose for a random one (``chosen_named``)."""
     named = drill.requested_by is not None and (viewer.is_staff
                                                 or drill.requested_by_id == viewer.pk)
-    return {"id": drill.pk, "kind": drill.kind, "target": drill.target, "params": drill.params,
+    chosen = (drill.outcome or {}).get("target")
+    return {"id": drill.pk, "kind": drill.kind, "target": drill.target,
+            "target_named": _named(names, drill.kind, drill.target),
+            "chosen_named": _named(names, drill.kind, chosen),
+            "params": drill.params,
             "status": drill.status,
             "requested_by": drill.requested_by.username if named else None,
             "requested_at": drill.requested_at.isoformat(),
@@ -42,7 +57,8 @@ def api_drills(request):
         return json_error("limit must be an integer", 400)
     if not 1 <= limit <= DRILLS_LIMIT_MAX:
         return json_error(f"limit must be between 1 and {DRILLS_LIMIT_MAX}", 400)
-    return JsonResponse({"drills": [drill_json(d, viewer=request.user)
+    names = Names(live_selectors.cluster_current())
+    return JsonResponse({"drills": [drill_json(d, viewer=request.user, names=names)
                                     for d in control_selectors.drills_recent(limit)]})
 
 

@@ -26,9 +26,11 @@ _MEANING = {
     ("power_cap", "fraction"): "share of the rack power budget",
 }
 
-TARGET_HELP = ("'random' (default), a unit id (node, NIC, link, switch, rack, cooling loop: "
-               "0-based), an accelerator model (supply cut), a cloud pool such as aws/us-east-1 "
-               "(region loss), 'all' (power cap, inference surge) or a service name.")
+TARGET_HELP = ("'random' (default); the name the pages show (a hostname, a GPU as host:index, "
+               "a switch, rack or cooling loop name, a link as 'leaf – spine') or its engine id "
+               "(0-based); an accelerator model (supply cut), a cloud pool such as "
+               "aws/us-east-1 (region loss), 'all' (power cap, inference surge) or a service "
+               "name.")
 
 
 def bound_attrs(bound: Bound) -> dict[str, str]:

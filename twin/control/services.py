@@ -13,6 +13,8 @@ from django.db import transaction
 from scheduler.control.drills import KINDS
 from scheduler.limits.bounds import drill_params
 from twin import app_setting
+from twin.inventory.names import Named, Names
+from twin.live import selectors as live_selectors
 from twin.live.broadcast import command_send
 from twin.live.models import Drill, DrillStatus
 
@@ -24,6 +26,8 @@ DRILL_TARGET_ALL = frozenset({"inference_surge", "power_cap"})
 DRILL_TARGET_NAMED = frozenset({"supply_cut", "cloud_region_loss", "inference_surge"})
 
 _TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,127}$")
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+ –-]{0,127}$")
+"""A unit's name or component text (``leaf-00010``, ``host:3``, ``host 100``, ``a – b``)."""
 
 SPEED_MAX = 10_000.0
 """Fastest speed-up an operator may set, simulated seconds per wall second."""
@@ -46,14 +50,48 @@ def _positive_number(name: str, value, upper: float | None) -> float:
     return float(value)
 
 
+DRILL_UNITS = {"accelerator": "gpu", "node": "node", "nic": "nic", "optical_link": "link",
+               "leaf_switch": "leaf", "spine_switch": "spine", "rack_power": "rack",
+               "cooling": "cooling", "power_cap": "rack"}
+"""What a drill kind's unit id numbers (a kind of :data:`twin.inventory.names.COMPONENT_KINDS`):
+its target may be given by that thing's name."""
+
+
+def drill_target_named(names: Names, kind: str, target) -> Named | None:
+    """The thing a drill's target (a unit id, as the engine takes it) is, by name."""
+    unit = DRILL_UNITS.get(kind)
+    if unit is None or target is None or not str(target).isdigit():
+        return None
+    return names.of(unit, int(target))
+
+
+def _drill_unit(kind: str, target: str) -> int:
+    """The unit id that ``target`` (a name: ``leaf-00010``, a hostname, ``host:3``, a rack or
+    cooling loop name, or a component text such as ``host 100``) names for a ``kind`` drill."""
+    names = Names(live_selectors.cluster_current())
+    unit = names.unit(DRILL_UNITS[kind], target)
+    if unit is None:
+        found = names.resolve(target)
+        what = (f"{target!r} is a {found[0].kind}, not a {kind.replace('_', ' ')} target"
+                if found else f"{target!r} names nothing in this cluster")
+        raise ValidationError(f"a {kind} drill targets 'random', a non-negative id or the "
+                              f"name of its {DRILL_UNITS[kind]}: {what}")
+    return unit
+
+
 def _drill_target(kind: str, target) -> int | str:
-    """``random``, ``all`` (where the kind allows it), a unit id, or a name."""
+    """``random``, ``all`` (where the kind allows it), a unit id, or a name (of the unit, for
+    kinds of :data:`DRILL_UNITS`: sent to the engine as the unit's id)."""
     if isinstance(target, bool) or not isinstance(target, int | str):
         raise ValidationError(f"target must be 'random', an id or a name, not {target!r}")
     if isinstance(target, str):
         target = target.strip() or "random"
         if target.isdigit():
             target = int(target)
+        elif target not in ("random", "all") and kind in DRILL_UNITS:
+            if not _UNIT_NAME.match(target):
+                raise ValidationError(f"{target[:40]!r} is not a valid name")
+            target = _drill_unit(kind, target)
     if isinstance(target, int):
         if target < 0:
             raise ValidationError(f"target must be a non-negative id, not {target}")

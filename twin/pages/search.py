@@ -1,12 +1,14 @@
 """Search by name across the inventory and the live twin: nodes, GPUs, switches, links, racks,
 jobs and tenants.
 
-Inventory kinds are prefix matches on indexed columns (``Node.hostname`` and
-``Accelerator.serial`` are unique, ``Rack.name`` is indexed, ``Switch`` has a
-``(cluster, name)`` unique index), each bounded to :data:`LIMIT` rows; how many more match is
-counted up to :data:`COUNT_CAP` only, so a one-letter query on a 100,000-GPU inventory never
-counts 100,000 rows.  Jobs and tenants are names in the live engine's last placement and frame
-(a few hundred at most), matched in memory.
+Names match anywhere, whatever the case (``n000100`` finds ``tiny-n000100``), each kind bounded
+to :data:`LIMIT` rows; how many more match is counted up to :data:`COUNT_CAP` only, so a
+one-letter query on a 100,000-GPU inventory never counts 100,000 rows.  Jobs and tenants are
+names in the live engine's last placement and frame (a few hundred at most), matched in memory.
+
+Ids find what the pages and the event log number: ``71`` is node 71, GPU 71, switch 71, rack 71
+and switch link 71 (each listed first in its kind); ``host 100``, ``leaf 10`` or ``gpu 2318``
+(the log's words, :mod:`twin.inventory.names`) the one thing they name.
 
 A GPU is found by its serial (its UUID in the inventory) or as ``hostname:index``; a switch
 link by either switch's name, a NIC link as ``hostname:port``.
@@ -24,6 +26,7 @@ from scheduler.frame_schema import StoredFrame
 from scheduler.placement_schema import LivePlacement
 from twin.inventory.adapter import EngineIds
 from twin.inventory.models import Accelerator, Cluster, Link, Node, Rack, Switch
+from twin.inventory.names import Names
 
 LIMIT = 20
 """Hits shown per kind."""
@@ -32,7 +35,6 @@ COUNT_CAP = 1000
 QUERY_MAX = 100
 """Longest query accepted (hostnames and serials are at most 64 characters)."""
 ALLOWED = re.compile(r"[A-Za-z0-9._:/@+ -]*")
-PAST_ANY_CHARACTER = "\U0010ffff"
 KINDS = (("node", "Nodes"), ("gpu", "GPUs"), ("switch", "Switches"), ("link", "Links"),
          ("rack", "Racks"), ("job", "Jobs"), ("tenant", "Tenants"))
 
@@ -69,11 +71,10 @@ def query_clean(raw: str) -> str:
     return q
 
 
-def _prefix(column: str, q: str) -> Q:
-    """Names beginning with ``q`` as a range on ``column``'s index (``LIKE 'q%'`` cannot use
-    SQLite's index, nor PostgreSQL's outside the C collation); case-sensitive, like the
-    names."""
-    return Q(**{f"{column}__gte": q, f"{column}__lt": q + PAST_ANY_CHARACTER})
+def _matching(column: str, q: str) -> Q:
+    """Names holding ``q`` anywhere, whatever the case (a scan of ``column``, stopped by
+    :func:`_bounded` after :data:`COUNT_CAP` + 1 rows)."""
+    return Q(**{f"{column}__icontains": q})
 
 
 def _bounded(group: Group, rows, keep, limit: int) -> list:
@@ -105,8 +106,31 @@ def search(*, cluster: Cluster | None, placement: LivePlacement | None,
     groups = {kind: Group(kind, label) for kind, label in KINDS}
     if cluster is not None:
         _inventory(groups, cluster, q, limit)
+        _by_id(groups, Names(cluster), q, limit)
     _live(groups, placement or None, frame or None, q, limit)
     return list(groups.values())
+
+
+GROUP_OF = {"node": "node", "gpu": "gpu", "nic": "gpu", "switch": "switch", "link": "link",
+            "rack": "rack"}
+"""The group a :class:`~twin.inventory.names.Named` of each kind is listed in."""
+
+
+def _by_id(groups: dict[str, Group], names: Names, q: str, limit: int) -> None:
+    """What ``q`` names as an id or in the log's words, first in its kind's group."""
+    if not (q.isdigit() or names.component(q) is not None):
+        return
+    for x in names.resolve(q):
+        group = groups.get(GROUP_OF.get(x.kind, ""))
+        if group is None:
+            continue
+        found = [h for h in group.hits if h["url"] == x.url]
+        group.hits = [h for h in group.hits if h["url"] != x.url]
+        group.hits.insert(0, found[0] if found else
+                          {"name": x.name, "detail": f"{x.kind} id {x.id}", "url": x.url})
+        if len(group.hits) > limit:
+            group.hits.pop()
+            group.more += 1
 
 
 def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -> None:
@@ -116,7 +140,7 @@ def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -
         return ids.node(pk) is not None
 
     for pk, host, gpus in _bounded(groups["node"], Node.objects.filter(
-            _prefix("hostname", q)).order_by("hostname")
+            _matching("hostname", q)).order_by("hostname")
             .values_list("id", "hostname", "accelerator_count"), of_node, limit):
         groups["node"].hits.append({"name": host, "detail": f"{gpus} GPUs",
                                     "url": f"/nodes/{ids.node(pk)}/"})
@@ -128,7 +152,7 @@ def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -
         gpus = Accelerator.objects.filter(node_id__in=node_pks).order_by("index")
         gpus = gpus.filter(index=int(index)) if index else gpus
     else:
-        gpus = Accelerator.objects.filter(_prefix("serial", q)).order_by("serial")
+        gpus = Accelerator.objects.filter(_matching("serial", q)).order_by("serial")
     rows = _bounded(groups["gpu"], gpus.values_list("node_id", "index", "serial"), of_node,
                     limit)
     hosts = dict(Node.objects.filter(id__in={r[0] for r in rows})
@@ -138,7 +162,7 @@ def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -
                                    "url": f"/nodes/{ids.node(node_pk)}/#gpu-{i}"})
 
     switches = Switch.objects.filter(cluster=cluster)
-    for name, sw_index, tier in _bounded(groups["switch"], switches.filter(_prefix("name", q))
+    for name, sw_index, tier in _bounded(groups["switch"], switches.filter(_matching("name", q))
                                          .order_by("name").values_list("name", "index", "tier"),
                                          lambda _: True, limit):
         groups["switch"].hits.append({"name": name, "detail": tier,
@@ -148,7 +172,7 @@ def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -
         links = Link.objects.filter(node_id__in=node_pks)
         links = links.filter(node_port=int(index)) if index else links
     else:  # a switch link, by either end's name
-        named = list(switches.filter(_prefix("name", q)).order_by("name")
+        named = list(switches.filter(_matching("name", q)).order_by("name")
                      .values_list("id", flat=True)[:COUNT_CAP])
         links = (Link.objects.filter(switch_id__in=named, peer_switch__isnull=False)
                  | Link.objects.filter(peer_switch_id__in=named))
@@ -165,7 +189,7 @@ def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -
                                     "detail": f"{speed:g} Gb/s",
                                     "url": f"/switches/{ends[near][1]}/#link-{pk}"})
 
-    for pk, name in _bounded(groups["rack"], Rack.objects.filter(_prefix("name", q))
+    for pk, name in _bounded(groups["rack"], Rack.objects.filter(_matching("name", q))
                              .order_by("name").values_list("id", "name"),
                              lambda pk: ids.rack(pk) is not None, limit):
         groups["rack"].hits.append({"name": name, "detail": "",
@@ -182,10 +206,10 @@ def _live(groups: dict[str, Group], placement: LivePlacement | None,
         states.setdefault(row["name"], "queued")
     # a mirror's jobs by the scheduler's own words: id, job name, user, account
     slurm = (frame.get("mirror") or {}).get("jobs", {}) if frame is not None else {}
+    low = q.lower()
     said = {run: job for run, job in slurm.items()
-            if any(str(job.get(k, "")).lower().startswith(q.lower())
-                   for k in ("key", "name", "user", "account"))}
-    names = sorted(n for n in states if n.startswith(q) or n in said)
+            if any(low in str(job.get(k, "")).lower() for k in ("key", "name", "user", "account"))}
+    names = sorted(n for n in states if low in n.lower() or n in said)
     for name in _in_memory(groups["job"], names, limit):
         job = slurm.get(name)
         detail = states[name] if job is None else (
@@ -194,7 +218,7 @@ def _live(groups: dict[str, Group], placement: LivePlacement | None,
         groups["job"].hits.append({"name": name, "detail": detail,
                                    "url": f"/jobs/{quote(name, safe='')}/"})
     tenants = {t["tenant"]: t for t in frame["tenants"]} if frame is not None else {}
-    for name in _in_memory(groups["tenant"], sorted(t for t in tenants if t.startswith(q)),
+    for name in _in_memory(groups["tenant"], sorted(t for t in tenants if low in t.lower()),
                            limit):
         t = tenants[name]
         groups["tenant"].hits.append({"name": name,

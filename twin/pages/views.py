@@ -21,6 +21,7 @@ from twin.control.forms import KIND_BOUNDS, KIND_PARAMS, DrillForm
 from twin.control.permissions import DRILLS_DENIED, can_run_drills
 from twin.inventory import floor
 from twin.inventory import selectors as inventory_selectors
+from twin.inventory.names import Names
 from twin.live import selectors as live_selectors
 from twin.pages import event_rows
 from twin.pages.clock import sim_clock
@@ -49,9 +50,23 @@ def jobs(request):
     return render(request, "twin/jobs.html")
 
 
+FAILURES_SHOWN = 20
+"""Recent failures, repairs and drills listed on the Failures page."""
+
+
 @require_GET
 def failures(request):
-    return render(request, "twin/failures.html")
+    """Counters and charts from the frame; the latest failures, repairs and drills from the
+    stored log, by name and linked."""
+    live = live_selectors.live_state_get()
+    recent = None
+    if live is not None:
+        filters = EventFilters(severity="warning", routine=False)
+        recent = event_log.events_page(inventory=live.inventory, filters=filters, page=1,
+                                       per_page=FAILURES_SHOWN)
+        recent["rows"] = event_rows.named(recent["events"],
+                                          names=Names(live_selectors.cluster_current()))
+    return render(request, "twin/failures.html", {"recent": recent})
 
 
 @require_GET
@@ -76,7 +91,9 @@ def events(request):
     times = [e["t"] for e in data["events"]]
     clock = sim_clock(live, t_from=min(times), t_to=max(times)) if times else None
     return render(request, "twin/events.html", {
-        "data": data, "rows": event_rows.waves(data["events"]), "filters": filters,
+        "data": data, "filters": filters,
+        "rows": event_rows.named(event_rows.waves(data["events"]),
+                                 names=Names(live_selectors.cluster_current())),
         "query": filters.query(routine_default=False), "clock": clock,
         "kinds": event_rows.kind_choices(event_log.kind_counts(inventory=live.inventory),
                                          chosen=filters.kind),
@@ -96,29 +113,55 @@ def drills(request):
             except ValidationError as exc:
                 form.add_error(None, exc)
             else:
-                messages.success(request, f"Drill #{drill.pk}: {drill.kind} on {drill.target} "
-                                          "sent to the live engine.")
+                on = services.drill_target_named(Names(live_selectors.cluster_current()),
+                                                 drill.kind, drill.target)
+                messages.success(request, f"Drill #{drill.pk}: {drill.kind} on "
+                                          f"{on.name if on else drill.target} sent to the "
+                                          "live engine.")
                 return redirect("drills")
     else:
         form = DrillForm(initial={k: v for k, v in request.GET.items()
                                   if k in ("kind", "target")})
     cluster = live_selectors.cluster_current()
     recent = control_selectors.drills_recent(DRILLS_LIMIT)
+    names = Names(cluster)
+    for drill in recent:  # shown by name; the engine takes (and the row keeps) the unit id
+        drill.target_named = services.drill_target_named(names, drill.kind, drill.target)
+        chosen = (drill.outcome or {}).get("target")
+        drill.chosen_named = (services.drill_target_named(names, drill.kind, chosen)
+                              if chosen is not None and str(chosen) != drill.target else None)
+    targets = _drill_targets(cluster, names)
     return render(request, "twin/drills.html", {
         "form": form, "drills": recent,
-        "kind_params": KIND_PARAMS, "targets": _drill_target_names(cluster),
+        "kind_params": KIND_PARAMS, "targets": targets["any"], "kind_targets": targets,
         "kind_bounds": KIND_BOUNDS, "endable": services_actions.drills_endable(drills=recent),
     }, status=400 if form.is_bound else 200)
 
 
-def _drill_target_names(cluster) -> list[str]:
-    """Suggestions for the target field: random, all, accelerator models, cloud pools."""
-    names = ["random", "all"]
+TARGETS_MAX = 2000
+"""Suggestions per drill kind in the target field (any name or id of the kind is taken)."""
+
+
+def _drill_targets(cluster, names: Names) -> dict[str, list[str]]:
+    """Suggestions for the target field per drill kind (``any``: before a kind is chosen):
+    random, all where it applies, and the names of what the kind can hit (hostnames, GPUs
+    as ``host:index``, switches of the kind's tier, racks, cooling loops, accelerator models,
+    cloud pools), at most :data:`TARGETS_MAX` each."""
+    models: list[str] = []
+    pools: list[str] = []
     if cluster is not None:
         summary = inventory_selectors.inventory_summary(cluster=cluster)
-        names += [row["accelerator_model__name"] for row in summary["by_model"]]
-        names += [str(pool) for pool in summary["cloud_pools"]]
-    return names
+        models = [row["accelerator_model__name"] for row in summary["by_model"]]
+        pools = [str(pool) for pool in summary["cloud_pools"]]
+    units = {kind: names.all_of(unit, limit=TARGETS_MAX)
+             for kind, unit in services.DRILL_UNITS.items()}
+    out = {kind: ["random"] + [x.name for x in found] for kind, found in units.items()}
+    out["power_cap"].insert(1, "all")
+    out["supply_cut"] = ["random"] + models
+    out["cloud_region_loss"] = ["random"] + pools
+    out["inference_surge"] = ["random", "all"]
+    out["any"] = ["random", "all"] + models + pools
+    return out
 
 
 def not_found(request, exception=None):
