@@ -72,7 +72,7 @@ def test_an_operator_cannot_request_a_drill(sent, request_drill):
     ("meteor", "random", {}, "unknown drill 'meteor'"),
     ("node", -1, {}, "non-negative"),
     ("node", "all", {}, "cannot target 'all'"),
-    ("node", "rack-7", {}, "'random' or a non-negative id"),
+    ("node", "rack-7", {}, "'rack-7' names nothing in this cluster"),
     ("node", 1.5, {}, "target must be"),
     ("node", "random", {"factor": 2}, "takes no parameters"),
     ("storage_slowdown", "random", {"factor": 1.5}, "at most 1"),

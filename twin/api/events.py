@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from django.db.models import Count
-
 from twin.inventory.names import Names
+from twin.live import event_log
 from twin.live import selectors as live_selectors
-from twin.live.models import EngineEvent
 
 SEVERITIES = ("info", "warning", "critical")
 """From least to most serious; a severity filter keeps that severity and the ones above it."""
@@ -122,8 +120,7 @@ def event_filters_parse(params, *, inventory: str, routine_default: bool) -> Eve
     kind, severity = raw["kind"], raw["severity"]
     if severity and severity not in SEVERITIES:
         raise BadFilter(f"unknown severity {severity[:40]!r}: one of {', '.join(SEVERITIES)}")
-    if kind and kind not in KINDS and not EngineEvent.objects.filter(
-            inventory=inventory, kind=kind).exists():
+    if kind and kind not in KINDS and not event_log.kind_logged(inventory=inventory, kind=kind):
         known = sorted(set(KINDS) | set(kind_counts(inventory=inventory)))
         raise BadFilter(f"unknown event kind {kind[:40]!r}: one of {', '.join(known)}")
     return EventFilters(kind=kind, component=raw["component"], job=raw["job"],
@@ -159,8 +156,7 @@ def page_parse(value: str) -> int:
 
 def kind_counts(*, inventory: str) -> dict[str, int]:
     """How many events of each kind the log holds."""
-    return dict(EngineEvent.objects.filter(inventory=inventory).values_list("kind")
-                .annotate(n=Count("id")).values_list("kind", "n"))
+    return event_log.kind_counts(inventory=inventory)
 
 
 def _at_least(severity: str) -> list[str]:
@@ -169,7 +165,7 @@ def _at_least(severity: str) -> list[str]:
 
 
 def _rows(inventory: str, f: EventFilters):
-    rows = EngineEvent.objects.filter(inventory=inventory)
+    rows = event_log.events_of(inventory=inventory)
     if f.kind:  # a kind chosen by name is shown, routine or not
         rows = rows.filter(kind=f.kind)
     elif not f.routine:
