@@ -11,7 +11,7 @@ an explicit ``state()``/``from_state()`` per component is the next step (``BODY`
 encoding so that step is a new format version, not a silent change).  What makes the pickle
 a *format* here: every change to the layout of a pickled class (a field added, renamed or moved
 to another module) bumps :data:`FORMAT` and adds one upgrade function to :data:`UPGRADES`;
-``tests/fixtures/snapshots/layout-v3.json`` records the layout and a test fails when it drifts.
+``tests/fixtures/snapshots/layout-v4.json`` records the layout and a test fails when it drifts.
 
 Format 1 is the bare zlib pickle written by releases before this module (no header): its
 upgrade reads it with the modules of that time mapped to today's (:data:`V1_MODULES`) and fills
@@ -47,10 +47,11 @@ import numpy as np
 
 from scheduler.engine import Engine
 from scheduler.model.ledger import MFU_WINDOW_COPIES, MFU_WINDOW_S, LedgerWindow
+from scheduler.reliability.incidents import IncidentBook
 from scheduler.scheduling.running_index import EndIndex, MoveLog
 
 MAGIC = b"CTWINSNP"
-FORMAT = 3
+FORMAT = 4
 """The format :func:`dumps` writes."""
 BODY = "engine-pickle+zlib"
 """How the body of :data:`FORMAT` is encoded."""
@@ -287,6 +288,39 @@ def upgrade_v2_to_v3(header: Header, body: bytes) -> tuple[Header, bytes]:
         pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
 
 
+def upgrade_v3_to_v4(header: Header, body: bytes) -> tuple[Header, bytes]:
+    """A format-3 engine (release f44fa85) as format 4 (issues 25-27: jobs' advance
+    reservations, backfill estimates kept by the queue, incidents).
+
+    Jobs run in no reservation; the failure engine starts an empty incident book (failures in
+    progress at the upgrade have no incident: their repairs resolve nothing); a backfilling
+    scheduler's queue computes its gangs' estimates now, as ``Scheduler.set_policy`` does.
+    An engine on the ``slurm`` policy is refused: its mechanics' books (the pending order,
+    the priority columns) changed shape and cannot be rebuilt from a format-3 body without
+    changing what it would decide; the live twin then starts afresh and says so.
+    """
+    engine = _unpickle(body)
+    if not isinstance(engine, Engine):
+        raise SnapshotError(f"corrupt snapshot: the body holds a {type(engine).__name__}")
+    sched = engine.scheduler
+    if getattr(sched, "mechanics", None) is not None:
+        raise SnapshotError("a format-3 snapshot of an engine on the slurm policy cannot be "
+                            "upgraded to format 4 (its scheduler's books changed shape): "
+                            "start the run afresh")
+    for spec in {id(r.spec): r.spec for r in engine.jobs.runs}.values():
+        if "reservation" not in vars(spec):
+            object.__setattr__(spec, "reservation", "")
+    for spec in engine.workload.jobs:
+        if "reservation" not in vars(spec):
+            object.__setattr__(spec, "reservation", "")
+    vars(engine.reliability).setdefault("incidents", IncidentBook())
+    keep = sched.policy.backfill
+    engine.jobs.index.use_estimator(sched.estimate if keep else None, engine.jobs.runs,
+                                    engine.jobs.costs.storage_factor)
+    return replace_format(header, 4), zlib.compress(
+        pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+
+
 def replace_format(header: Header, version: int) -> Header:
     """``header`` as written by format ``version`` (its other fields are the engine's)."""
     return dataclasses.replace(header, format=version)
@@ -295,6 +329,7 @@ def replace_format(header: Header, version: int) -> Header:
 UPGRADES: dict[int, Callable[[Header, bytes], tuple[Header, bytes]]] = {
     1: upgrade_v1_to_v2,
     2: upgrade_v2_to_v3,
+    3: upgrade_v3_to_v4,
 }
 """``{n: upgrade}``: each turns a format-``n`` snapshot into format ``n + 1`` (applied in
 sequence by :func:`loads`)."""

@@ -124,6 +124,43 @@ def test_a_format_2_snapshot_loads_and_runs_on_as_its_release_ran_it():
     assert loads(dumps(e)).now == e.now  # written back in format 3
 
 
+V3 = FIXTURES / "v3-dev-small.bin"
+V3_STATE = json.loads((FIXTURES / "v3-dev-small.json").read_text())
+
+
+def test_a_format_3_snapshot_loads_and_runs_on_as_its_release_ran_it():
+    """Written by f44fa85 (``make_v3_fixture.py``): format 3 upgraded to 4 on load (no job in
+    a reservation, an empty incident book, the backfill estimates kept by the queue), the state
+    at the snapshot as recorded, then six more hours as that release ran them."""
+    assert read_header(V3.read_bytes()).format == 3
+    e = loads(V3.read_bytes())
+    assert e.lineage == "fixture:3" and e.reliability.incidents.open_incidents == {}
+    assert all(vars(r.spec)["reservation"] == "" for r in e.jobs.runs)
+    assert (e.jobs.index.estimator is not None) == bool(e.scheduler.policy.backfill)
+    rec = {k: dict(V3_STATE[k]) for k in ("at_snapshot", "after_6h")}
+    for r in rec.values():
+        r["counters"] = {k: v for k, v in r["counters"].items() if k != "scheduler_wall_s"}
+    keys = ("now", "running", "queue", "runs", "counters", "failures", "gpu_hours",
+            "achieved_flops")
+    assert state(e) == {k: rec["at_snapshot"][k] for k in keys}
+    e.run_until(e.now + 6 * HOUR)
+    now, then = state(e), {k: rec["after_6h"][k] for k in keys}
+    passes = now["counters"].pop("passes") - then["counters"].pop("passes")
+    assert passes in (0, 1) and now == then
+    assert loads(dumps(e)).now == e.now  # written back in format 4
+
+
+def test_a_format_3_snapshot_of_a_slurm_policy_engine_is_refused_in_one_line():
+    """The slurm policy's books changed shape in format 4: refused, not rebuilt by a guess
+    (a format-3 engine on that policy holds its mechanics on the scheduler)."""
+    from scheduler.snapshot import header_of, replace_format, upgrade_v3_to_v4
+    engine = live_engine()
+    engine.scheduler.mechanics = ("format-3 slurm books",)
+    body = zlib.compress(pickle.dumps(engine))
+    with pytest.raises(SnapshotError, match="slurm policy cannot be upgraded to format 4"):
+        upgrade_v3_to_v4(replace_format(header_of(engine), 3), body)
+
+
 def test_the_old_releases_snapshot_steps_on_deterministically():
     a, b = loads(V1.read_bytes()), loads(V1.read_bytes())
     for e in (a, b):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from sortedcontainers import SortedList
 
-from scheduler.model.job_run import JobRun
+from scheduler.model.job_run import QUEUED, JobRun
 from scheduler.model.state import Placement
 from scheduler.scheduling.slurm import limits, preemption
 from scheduler.scheduling.slurm.nodespace import NodeSpace
@@ -43,29 +43,55 @@ def cycle(m) -> None:
         ends.add((limits.planned_end(m, run, rec, now), p.nodes, counts, run.idx))
     per_user: dict[str, int] = {}
     nowhere: set[tuple] = set()
-    tested = 0
     horizon = now + conf.bf_window_s
-    for idx in m.walk():
-        run = m.jobs.runs[idx]
-        rec = m.rec[idx]
-        if not m.eligible(run, rec):
+    tested = _walk(m, conf, now, horizon, ends, space, per_user, nowhere, whole_node)
+    m.counters["backfill_tested"] += tested  # counted once a cycle: nothing reads them in one
+    m.s.counters["placement_decisions"] += tested
+
+
+def _walk(m, conf, now, horizon, ends, space, per_user, nowhere, whole_node) -> int:
+    """The cycle's walk of the queue; returns the jobs it tested."""
+    tested = 0
+    runs, recs, book = m.jobs.runs, m.rec, m.book
+    blocked = m.limits.blocked if m.limits.on else None
+    max_user, max_test = conf.bf_max_job_user, conf.bf_max_job_test
+    # without a per-user cap, QOS limits or reservations, a job of a shape found nowhere
+    # in this cycle is only counted: the walk passes runs of them at once (Walk.skip)
+    bulk = not (max_user or blocked is not None or book is not None)
+    known = np.zeros(len(m.shapes), bool)  # by shape number: found nowhere
+    walk = m.walk()
+    while True:
+        if bulk and nowhere:
+            if known.size < len(m.shapes):
+                known = np.append(known, np.zeros(len(m.shapes) - known.size, bool))
+            counted, late, stop = walk.skip(now, known, max_test - tested)
+            tested += counted
+            for idx in late:
+                m.eligible(runs[idx], recs[idx])  # (a wake-up at its eligibility)
+            if stop:
+                break
+        idx = next(walk, None)
+        if idx is None:
+            break
+        run = runs[idx]
+        rec = recs[idx]
+        if run.state != QUEUED or rec.eligible > now:
+            m.eligible(run, rec)  # (a wake-up at its eligibility)
             continue
-        if conf.bf_max_job_user:
+        if max_user:
             user = m.user_of(run)
-            if per_user.get(user, 0) >= conf.bf_max_job_user:
+            if per_user.get(user, 0) >= max_user:
                 continue
             per_user[user] = per_user.get(user, 0) + 1
-        tested += 1
-        if tested > conf.bf_max_job_test:
+        if tested == max_test:
             break
-        m.counters["backfill_tested"] += 1
-        m.s.counters["placement_decisions"] += 1
-        if m.limits.blocked(run, rec) or (m.book is not None and m.book.deferred(run, now)):
+        tested += 1
+        if (blocked is not None and blocked(run, rec)) or (book is not None
+                                                           and book.deferred(run, now)):
             continue  # a QOS limit holds it, or its reservation is not on: no plan for it
         # the plan only fills up during a cycle: a job of a shape that found no start
         # in it finds none either (its test is counted, as Slurm counts it)
-        shape = (run.gpus, rec.per, rec.limit, rec.part, run.models, run.spec.reservation,
-                 rec.preempts)  # a job that may preempt is planned without its victims
+        shape = m.shape_of(run, rec)
         if shape in nowhere:
             continue
         mask = m.state.schedulable() & m.part_mask.get(rec.part, True)
@@ -77,6 +103,9 @@ def cycle(m) -> None:
             continue
         if found is None:
             nowhere.add(shape)
+            if known.size < len(m.shapes):
+                known = np.append(known, np.zeros(len(m.shapes) - known.size, bool))
+            known[m.shapes[shape]] = True
             continue
         t, placement = found
         if t == now:
@@ -92,6 +121,7 @@ def cycle(m) -> None:
             if run.reserved_start is None:
                 run.reserved_start = t
             space.reserve(t, rec.limit, placement.nodes)
+    return tested
 
 
 def will_run(m, run: JobRun, rec, ends, space: NodeSpace, mask: np.ndarray,

@@ -35,14 +35,14 @@ import math
 from dataclasses import replace
 
 import numpy as np
-from sortedcontainers import SortedList
 
 from scheduler.model.job_run import QUEUED, RUNNING, JobRun
 from scheduler.model.state import Placement
 from scheduler.scheduling.slurm import backfill, limits, preemption, reservations
 from scheduler.scheduling.slurm.conf import SlurmConf
 from scheduler.scheduling.slurm.nodespace import best_fit
-from scheduler.scheduling.slurm.priority import Factors, Usage, combine
+from scheduler.scheduling.slurm.pending import PendingOrder
+from scheduler.scheduling.slurm.priority import Factors, Usage
 from scheduler.sim import Kind
 
 TICK_PHASE_S = 0.5
@@ -57,13 +57,15 @@ at ``e`` or ``e + 1``)."""
 
 
 class _Job:
-    """Slurm's record of one job: partition, tier, submit, eligibility, priority."""
+    """Slurm's record of one job: partition, tier, submit, eligibility (its priority and
+    sort key are :class:`~scheduler.scheduling.slurm.pending.PendingOrder`'s columns)."""
 
-    __slots__ = ("part", "tier", "submit", "eligible", "prio", "limit", "per", "nodes",
-                 "preempts", "key", "qos_prio", "started", "seq", "waits_until")
+    __slots__ = ("part", "tier", "submit", "eligible", "limit", "per", "nodes", "shape",
+                 "preempts", "queued", "qos_prio", "started", "seq", "waits_until")
 
     def __init__(self):
-        self.key = None
+        self.queued = False  # in the pending order
+        self.shape = None  # backfill's shape of the job (backfill.cycle)
         self.started = None
         self.waits_until = -math.inf  # a preemptor waits for its victims' kill until then
 
@@ -89,7 +91,9 @@ class SlurmMechanics:
             qos_priority_max=max((q.priority for q in conf.qos.values()), default=0))
         self.usage = Usage(conf.decay_half_life_s)
         self.rec: dict[int, _Job] = {}
-        self.order = SortedList()  # (key, idx) of queued jobs
+        self.shapes: dict[tuple, int] = {}  # backfill's job shapes, numbered (shape_of)
+        self.pending = PendingOrder(conf.weights if conf.multifactor else None, self.factors,
+                                    max_age_s=conf.max_age_s, favor_small=conf.favor_small)
         self.calc_at = 0.0  # next PriorityCalcPeriod recomputation
         self.fair: dict[str, float] = {}  # fair-share factors at the last recomputation
         self.accounted: dict[int, float] = {}  # started jobs -> usage booked up to then
@@ -204,7 +208,11 @@ class SlurmMechanics:
         rec.qos_prio = qos.priority if qos else 0
         self.seq += 1
         rec.seq = self.seq
-        rec.prio = self.priority_of(run, rec, waited_s=0.0)
+        self.pending.enter(  # its priority at submission (age 0)
+            run.idx, job_id=j.job_id, tier=rec.tier, nodes=rec.nodes, qos_prio=rec.qos_prio,
+            preemptor=len(rec.preempts) if conf.preempt_type == "preempt/qos" else 0,
+            part_factor=part.priority_job_factor if part else None, user=self.user_of(run),
+            seq=rec.seq, submit=rec.submit, fair=self.fair)
         # one task: one CPU on each node (CR_Core), which the node choice packs by
         run.spec = replace(j, cpu_per_gpu=1.0 / rec.per, ram_gb_per_gpu=0.0,
                            nic_gbps_per_gpu=0.0)
@@ -220,23 +228,6 @@ class SlurmMechanics:
         self.ctx.log("slurm", f"{run.spec.name} refused: {why}", job=run.spec.name)
 
     # ----------------------------------------------------------------- priority
-    def priority_of(self, run: JobRun, rec: _Job, *, waited_s: float,
-                  fair: dict | None = None) -> int:
-        conf = self.conf
-        if not conf.multifactor:  # priority/basic: each new job one below the last
-            return -rec.seq
-        f = self.factors
-        cpus = rec.nodes  # one task, one CPU per node unless the job asks (it does not here)
-        part = next((p for p in conf.partitions if p.name == rec.part), None)
-        factors = {"age": f.age(waited_s=waited_s, max_age_s=conf.max_age_s),
-                   "jobsize": f.job_size(nodes=rec.nodes, cpus=cpus,
-                                         favor_small=conf.favor_small),
-                   "partition": f.partition(part.priority_job_factor) if part else 0.0,
-                   "qos": f.qos(rec.qos_prio)}
-        if conf.weights.get("fairshare"):  # as of the last recomputation (1.0: no usage)
-            factors["fairshare"] = (fair or self.fair).get(self.user_of(run), 1.0)
-        return combine(conf.weights, factors)
-
     @staticmethod
     def user_of(run: JobRun) -> str:
         return run.spec.user or run.spec.tenant
@@ -261,43 +252,41 @@ class SlurmMechanics:
             fair = self.fair = self.usage.fair_share(
                 [self.user_of(r) for r in self.jobs.queue.values()], now=now,
                 fair_tree=conf.fair_tree)
-        for idx, run in self.jobs.queue.items():
-            rec = self.rec.get(idx)
-            if rec is not None:
-                rec.prio = self.priority_of(run, rec, waited_s=now - rec.eligible, fair=fair)
-                rec.key = None
-        self.order = SortedList()
-        for run in list(self.jobs.queue.values()):
-            self.on_queue(run, True)
+        self.pending.recalc(now, fair)
+        if self.pending.items:
+            self.sched_requested = True  # every queued job queued again
         self.epoch += 1
 
-    def _key(self, rec: _Job, run: JobRun) -> tuple:
-        preemptor = len(rec.preempts) if self.conf.preempt_type == "preempt/qos" else 0
-        return (-preemptor, -rec.tier, -rec.prio, rec.submit, run.spec.job_id)
-
     def on_queue(self, run: JobRun, joined: bool) -> None:
-        """Keep :attr:`order` equal to the queue (keys frozen until the next recompute)."""
+        """Keep :attr:`pending` equal to the queue (keys frozen until the next recompute)."""
         rec = self.rec.get(run.idx)
         if not joined:
-            if rec is not None and rec.key is not None:
-                self.order.remove((rec.key, run.idx))
-                rec.key = None
+            if rec is not None and rec.queued:
+                self.pending.remove(run.idx)
+                rec.queued = False
             return
         rec = self._record(run)
-        if rec is None or rec.key is not None or run.state != QUEUED:
+        if rec is None or rec.queued or run.state != QUEUED:
             return
-        rec.key = self._key(rec, run)
-        self.order.add((rec.key, run.idx))
+        rec.queued = True
+        self.pending.add(run.idx, submit=rec.submit, eligible=rec.eligible,
+                         kind=self.shapes[self.shape_of(run, rec)])
         self.sched_requested = True  # queue_job_scheduler(): the background loop's next tick
 
     def walk(self):
         """The queue in order, tolerating jobs that start, leave or join meanwhile."""
-        order = self.order
-        pos = 0
-        while pos < len(order):
-            item = order[pos]
-            yield item[1]
-            pos = order.bisect_right(item)
+        return self.pending.walk()
+
+    def shape_of(self, run: JobRun, rec: _Job) -> tuple:
+        """What a backfill cycle's plan for a job depends on (a job that may preempt is
+        planned without its victims): kept on its record, numbered in :attr:`shapes` (its
+        pending order's ``kind``)."""
+        shape = rec.shape
+        if shape is None or shape[4] is not run.models:
+            shape = rec.shape = (run.gpus, rec.per, rec.limit, rec.part, run.models,
+                                 run.spec.reservation, rec.preempts)
+            self.pending.kind[run.idx] = self.shapes.setdefault(shape, len(self.shapes))
+        return shape
 
     # ----------------------------------------------------------------- the passes
     def run(self) -> bool:
@@ -321,7 +310,7 @@ class SlurmMechanics:
             self.ended = False
             preempted = self._main(full_queue=full)
         if (conf.backfill and self._on_tick(now) and now >= self.bf_last + conf.bf_interval_s
-                and self.order):
+                and self.pending.items):
             # the backfill agent runs a cycle only if jobs, nodes or partitions changed
             # since its last one (backfill.c, _more_work)
             if self._signature() != self._bf_seen:
@@ -346,7 +335,7 @@ class SlurmMechanics:
         conf = self.conf
         if self.sched_requested:
             self.wake(self._tick_from(max(now + 1e-6, self.bg_last + conf.batch_sched_delay_s)))
-        if self.order:
+        if self.pending.items:
             self.wake(self.full_at)
             self.wake(self.book.next_boundary(now) if self.book else math.inf)  # one's start, end
             if conf.backfill and self._signature() != self._bf_seen:

@@ -65,7 +65,9 @@ def combine(weights: dict, factors: dict) -> int:
     >>> combine({"age": 1000, "jobsize": 500}, {"age": 0.5, "jobsize": 0.25})
     625
     """
-    total = sum(weights.get(k, 0) * v for k, v in factors.items())
+    total = 0.0
+    for k, v in factors.items():  # added one by one, in this order (as numpy adds columns)
+        total += weights.get(k, 0) * v
     return max(1, int(total))
 
 
