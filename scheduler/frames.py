@@ -224,6 +224,11 @@ def storage_frame(result) -> list[StorageTier]:
             for t in result.tiers]
 
 
+def _link_load(ph, down: np.ndarray) -> np.ndarray:
+    """The last routed utilisation per switch link, zero before any load was routed."""
+    return ph.last_load.utilisation if ph.last_load is not None else np.zeros(down.size)
+
+
 def dashboard_frames(engine, max_cells: int = MAX_CELLS) -> Heatmaps:
     """Everything the topology page draws, from the engine's last physics refresh."""
     ph = engine.physics
@@ -233,9 +238,9 @@ def dashboard_frames(engine, max_cells: int = MAX_CELLS) -> Heatmaps:
                                              max_cells=max_cells, scale=STATUS_SCALE)}}
     if ph is None:
         return frames
-    if ph.last_load is not None:
-        frames["links"] = link_heatmaps(plan.fabric, ph.last_load.utilisation, max_cells,
-                                        down=links_down(engine))
+    down = links_down(engine)
+    if ph.last_load is not None or down.any():  # a link out shows before any load is routed
+        frames["links"] = link_heatmaps(plan.fabric, _link_load(ph, down), max_cells, down=down)
     if ph.last_power is not None:
         kw = ph.last_power.rack_kw
         frames["racks"]["power_kw"] = rack_floor(
@@ -303,8 +308,9 @@ def heat_detail(engine) -> HeatDetail:
     out: HeatDetail = {"links": {}, "racks": {}}
     if ph is None:
         return out
-    if ph.last_load is not None:
-        out["links"] = link_detail(plan.fabric, ph.last_load.utilisation, links_down(engine))
+    down = links_down(engine)
+    if ph.last_load is not None or down.any():
+        out["links"] = link_detail(plan.fabric, _link_load(ph, down), down)
     values = {"status": rack_status(engine)}
     if ph.last_power is not None:
         values.update(power_kw=ph.last_power.rack_kw,

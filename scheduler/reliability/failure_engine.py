@@ -209,7 +209,7 @@ class FailureEngine(StorageFaults):
         elif effect == "interrupt":
             lost_before = self._lost_of(self._training_owners(nodes))
             hit = self.interrupt_nodes(nodes, mode)
-            self._take_down(nodes, mode, repair_s)
+            self._take_down(nodes, mode, repair_s, unit)
         elif effect == "slow":
             pod = self._pod_of_switch_unit(mode.component, unit)
             share = self._lost_share(mode.component, pod)
@@ -280,14 +280,16 @@ class FailureEngine(StorageFaults):
                 self.while_down[mode.cause] += 1
         return hit
 
-    def _take_down(self, nodes: np.ndarray, mode: FailureMode, repair_s: float) -> None:
+    def _take_down(self, nodes: np.ndarray, mode: FailureMode, repair_s: float, unit=-1) -> None:
         if nodes.size == 0:
             return
         now = self.ctx.now
         self.down_count[nodes] += 1
         self.state.set_node_flags(nodes, up=False)
         self._nodes_lost(nodes)
-        self._push_repair(mode, -1, repair_s, nodes)
+        self._push_repair(mode, unit, repair_s, nodes)
+        if mode.component == "leaf":  # the switch is down too: its links, its pages
+            self._mark_fabric("leaf", unit, +1)
         if not mode.planned and mode.component in ("gpu", "host", "nic"):
             for n in nodes.tolist():
                 times = [t for t in self.node_fail_times.get(n, []) if now - t < LEMON_WINDOW_S]
@@ -317,6 +319,8 @@ class FailureEngine(StorageFaults):
                          cause=inc.cause, component=f"{inc.component} {inc.unit}")
         effect = EFFECTS[mode.component]
         if effect == "interrupt":
+            if mode.component == "leaf" and unit >= 0:
+                self._mark_fabric("leaf", unit, -1)
             nodes = self.spares.park_cut(nodes)  # no parts of a cut model: its nodes wait
             self.down_count[nodes] -= 1
             back = nodes[self.down_count[nodes] == 0]
@@ -376,7 +380,9 @@ class FailureEngine(StorageFaults):
         """Nothing to re-evaluate: :meth:`split` reads the failures' state as it is."""
 
     def _mark_fabric(self, component: str, unit: int, sign: int) -> None:
-        if component == "spine":
+        if component == "leaf":  # a leaf's unit is its switch id (as in nodes_of)
+            self.failed_switches[unit] += sign
+        elif component == "spine":
             sw = int(np.flatnonzero(self.plan.fabric.switch_tier > 0)[unit])
             self.failed_switches[sw] += sign
         else:

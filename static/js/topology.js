@@ -13,6 +13,9 @@
   var links = document.getElementById("link-heatmaps");
   var MAX_TICKS = 24;
   var OUT_MARKER = { symbol: "x", color: "#ff2d55", size: 9, line: { width: 2 } };
+  // a link out (itself or through a failed switch) is painted in a colour no load takes
+  // (Viridis runs purple to yellow), under its cross: the two together, not colour alone
+  var DOWN_COLOUR = "#ff2d55";
   var RACK_PLOTS = {
     status: { id: "rack-status", colorscale: [[0, "#1f7a4d"], [0.5, "#e0a800"], [1, "#c0392b"]] },
     // Plotly's YlOrRd runs dark red to yellow: reversed, the racks nearest their budget are red
@@ -120,8 +123,8 @@
 
   function heatmapLayout(heatmap) {
     var merged = heatmap.rows_per_cell > 1 || heatmap.cols_per_cell > 1;
-    var note = merged ? " (each cell: the highest of " + heatmap.rows_per_cell + "×" +
-      heatmap.cols_per_cell + ")" : "";
+    var note = merged ? " (each cell: the " + (heatmap.rows_per_hall ? "worst" : "highest") +
+      " of " + heatmap.rows_per_cell + "×" + heatmap.cols_per_cell + ")" : "";
     var rows = heatmap.z.length;
     var cols = rows ? heatmap.z[0].length : 0;
     var yaxis = namedAxis(heatmap.y, rows, function (i) { return rowName(heatmap, i); });
@@ -145,6 +148,22 @@
              hovertemplate: "%{text}<extra>out</extra>", marker: OUT_MARKER, showlegend: false };
   }
 
+  // cells holding a link out, painted DOWN_COLOUR over the load (null elsewhere: see-through)
+  function downTrace(matrix, text, label) {
+    var rows = matrix || [];
+    return {
+      type: "heatmap", name: "down", showscale: false, hoverongaps: false, zmin: 0, zmax: 1,
+      zauto: false, colorscale: [[0, DOWN_COLOUR], [1, DOWN_COLOUR]],
+      z: rows.map(function (row) {
+        return row.map(function (share) { return share > 0 ? 1 : null; });
+      }),
+      text: rows.map(function (row, y) {
+        return row.map(function (share, x) { return (text[y] || [])[x] + ": " + label(share); });
+      }),
+      hovertemplate: "%{text}<extra>down</extra>",
+    };
+  }
+
   function drawLinks(list) {
     lastLinkFrames = list;
     P.setText("links-empty", list.length ? "" : "No link load yet: no running job spans more than one leaf switch.");
@@ -157,13 +176,15 @@
         div.className = "chart heatmap";
         links.appendChild(div);
       }
-      var traces = [heatmapTrace(heatmap, { colorscale: "Viridis" }, cellText(heatmap, false))];
+      var text = cellText(heatmap, false);
+      var traces = [heatmapTrace(heatmap, { colorscale: "Viridis" }, text)];
       var layout = heatmapLayout(heatmap);
       if (heatmap.links_down) {
-        // failed links (or links of a failed switch): a cross on every cell holding one
-        traces.push(outMarkers(heatmap.down, function (share) {
-          return Math.round(share * 100) + "% of links out";
-        }));
+        // failed links (or links of a failed switch): a cross on every cell holding one, on
+        // the cell painted in the down colour
+        var share = function (s) { return Math.round(s * 100) + "% of links out"; };
+        traces.push(outMarkers(heatmap.down, share));
+        traces.push(downTrace(heatmap.down, text, share));
         layout.title.text += " — " + heatmap.links_down + " link(s) out";
       }
       Plotly.react(div, traces, layout, P.plotConfig);
@@ -179,7 +200,8 @@
       var style = RACK_PLOTS[key];
       var div = document.getElementById(style.id);
       var heatmap = racks[key];
-      P.setText(style.id + "-note", heatmap ? "" : "Not in the live frame (needs the power model).");
+      P.setText(style.id + "-note", heatmap ? "" : "Waiting for the power model's first " +
+                "refresh (every 30 simulated minutes; none without the power model).");
       if (!heatmap) return;
       lastRackFrames[key] = heatmap;
       var text = cellText(heatmap, true);
@@ -191,8 +213,9 @@
         });
       }
       var traces = [heatmapTrace(heatmap, style, text)];
-      if (key !== "status" && racks.status) {
-        // racks with nodes down or drained: crossed on the power and temperature floors too
+      if (racks.status) {
+        // racks with nodes down or drained: a cross of fixed size on every floor, so one rack
+        // out stays visible when a cell is a few pixels high (100k GPUs: 3 floor rows a cell)
         traces.push(outMarkers(racks.status.z, function (share) {
           return Math.round(share * 100) + "% of nodes out";
         }));
@@ -217,12 +240,57 @@
   }
 
   function rackClicked(key, pt) {
-    var ids = racksInCell(lastRackFrames[key], pt.y, pt.x);
+    var heatmap = lastRackFrames[key];
+    var ids = racksInCell(heatmap, pt.y, pt.x);
     if (!ids.length) {
       P.setText("rack-message", "No rack at that position.");
       return;
     }
-    loadRack(ids[0], ids.length);
+    if (ids.length === 1) {
+      loadRack(ids[0], 1);
+      return;
+    }
+    // a merged cell: its hall at full resolution, where each rack is a cell of its own
+    var run = heatmap.rows[pt.y];
+    var hall = Math.floor(run[0] / heatmap.rows_per_hall);
+    P.setText("rack-message", ids.length + " racks in that cell: " + hallName(hall) +
+              " unmerged above; click a rack there for its nodes.");
+    zoomHall(key, hall);
+  }
+
+  function hallName(h) { return names.halls[h] || "hall " + h; }
+
+  function zoomHall(key, hall) {
+    zoomTier.value = key;
+    zoomWhereLabel();
+    document.getElementById("zoom-where").value = hall;
+    zoomLoad("tier=" + encodeURIComponent(key) + "&hall=" + hall);
+    zoomDiv.scrollIntoView({ block: "nearest" });
+  }
+
+  // one line per hall: counts the merged maps cannot show, each hall opening its racks
+  function drawHalls(halls) {
+    var pct = function (v) { return v === undefined ? "–" : P.fmt(100 * v, 0) + " %"; };
+    P.fillTable("hall-summary", (halls || []).map(function (h) {
+      return [hallName(h.hall), P.fmt(h.racks, 0), P.fmt(h.racks_out, 0), P.fmt(h.nodes_out, 0),
+              h.racks_out ? pct(h.worst) + " out" : "–",
+              h.power_kw === undefined ? "–" : P.fmt(h.power_kw / 1000, 2) + " MW",
+              pct(h.power_share_max),
+              h.outlet_c_max === undefined ? "–" : P.fmt(h.outlet_c_max, 1) + " °C"];
+    }), "No racks.");
+    var rows = document.getElementById("hall-summary").rows;
+    (halls || []).forEach(function (h, i) {
+      if (!rows[i]) return;
+      rows[i].classList.toggle("has-out", h.racks_out > 0);
+      var a = document.createElement("a");
+      a.href = "#zoom-chart";
+      a.textContent = hallName(h.hall);
+      a.addEventListener("click", function (event) {
+        event.preventDefault();
+        zoomHall("status", h.hall);
+      });
+      rows[i].cells[0].replaceChildren(a);
+    });
   }
 
   function loadRack(id, racksInThisCell) {
@@ -317,8 +385,15 @@
     }
     var style = isLinks ? { colorscale: "Viridis" } : RACK_PLOTS[body.tier];
     var traces = [heatmapTrace({ z: body.z, scale: body.scale }, style, text)];
+    lastZoom = body;
+    if (!isLinks && body.tier === "status") {
+      traces.push(outMarkers(body.z, function (share) {
+        return Math.round(share * 100) + "% of nodes out";
+      }));
+    }
     if (isLinks && body.links_down) {
       traces.push(outMarkers(body.down, function () { return "link out"; }));
+      traces.push(downTrace(body.down, text, function () { return "link out"; }));
     }
     var yaxis = namedAxis(isLinks ? "switch" : "row", rows, function (i) {
       return isLinks ? body.names[i] : "row " + i;
@@ -334,7 +409,15 @@
       height: Math.min(900, 200 + 16 * rows), margin: { l: 60, r: 20, t: 40, b: 50 },
     }), P.plotConfig);
     P.setText("zoom-status", "Every " + (isLinks ? "link" : "rack") + " of the cut, unmerged, at t = " +
-              P.simTime(body.t) + ".");
+              P.simTime(body.t) + "." + (isLinks ? "" : " Click a rack for its nodes."));
+    if (!zoomDiv.dataset.rackClicks) {
+      zoomDiv.dataset.rackClicks = "1";
+      zoomDiv.on("plotly_click", function (event) {
+        var pt = event.points[0];
+        var id = lastZoom && lastZoom.ids && !lastZoom.down ? (lastZoom.ids[pt.y] || [])[pt.x] : -1;
+        if (id !== undefined && id !== null && id >= 0) loadRack(id, 1);
+      });
+    }
   }
 
   function linkClicked(i, pt) {
@@ -346,6 +429,7 @@
     zoomLoad("tier=" + encodeURIComponent(heatmap.tier) + "&first=" + run[0] + "&last=" + run[1]);
   }
 
+  var lastZoom = null;
   zoomTier.addEventListener("change", zoomWhereLabel);
   zoomForm.addEventListener("submit", function (event) {
     event.preventDefault();
@@ -366,6 +450,7 @@
     drawLinks(heatmaps.links || []);
     zoomTiers();
     drawRacks(heatmaps.racks || {});
+    drawHalls(heatmaps.halls);
     drawStorage(heatmaps.storage);
   });
 })();

@@ -305,7 +305,7 @@ class LinkAdmin(LiveColumn, FastChangelist):
     readonly_fields = STATUS_READONLY + ("live_engine",)
 
     def live_statuses(self, view, objs):
-        return view.links([(o.pk, o.node_id, o.node_port) for o in objs])
+        return view.links([(o.pk, o.node_id, o.node_port, o.switch.index) for o in objs])
 
 
 @admin.action(description="Mark selected storage systems down")

@@ -238,25 +238,30 @@ class LiveView:
                 LiveStatus("down" if out else "up")
                 for (pk, _, cluster), out in zip(rows, down.tolist(), strict=True)}
 
-    def links(self, rows: list[tuple[int, int | None, int | None]]) -> dict[int, LiveStatus]:
-        """``rows``: ``(pk, node pk, node port)``; a switch link is out by itself or through a
-        failed switch, a NIC link when its GPU is out."""
+    def links(self, rows: list[tuple]) -> dict[int, LiveStatus]:
+        """``rows``: ``(pk, node pk, node port)`` or ``(pk, node pk, node port, switch
+        index)``; a switch link is out by itself or through a failed switch, a NIC link when
+        its GPU or NIC is out or (given its switch) its leaf failed."""
         pks = [pk for pk, *_ in rows]
         if self._ids is None:
             return self._all(pks, NO_ENGINE)
         out = {}
-        for pk, node, port in rows:
+        for pk, node, port, *switch in rows:
             i = self._ids.link(pk) if node is None else self._ids.gpu(node, port)
             if i is None:
                 out[pk] = LiveStatus(NOT_IN_ENGINE)
                 continue
-            runs = self.placement["links_down" if node is None else "gpus_down"]
+            if node is not None:
+                live = _node_link_live(self.placement, engine_gpu=i, named="its switch",
+                                       switch=switch[0] if switch else None)
+                out[pk] = (LiveStatus(NOT_REPORTED) if live["live"] == "not reported" else
+                           LiveStatus(live["live"], live["live_why"]))
+                continue
+            runs = self.placement["links_down"]
             if runs is None:  # an engine from before links were reported
                 out[pk] = LiveStatus(NOT_REPORTED)
                 continue
-            down = bool(_member(np.array([i]), runs)[0])
-            out[pk] = LiveStatus("down" if down else "up",
-                                 "its GPU is out" if down and node is not None else "")
+            out[pk] = LiveStatus("down" if _member(np.array([i]), runs)[0] else "up")
         return out
 
     def storage(self, pks: list[int]) -> dict[int, LiveStatus]:
@@ -374,7 +379,7 @@ def node_live_get(*, placement: LivePlacement | None, index: int, first_gpu: int
     ``links`` from :func:`twin.inventory.selectors.node_detail_get`; ``now``: each GPU's holder
     and telemetry by index): ``live_status`` (unknown, down, drained, spare or up), the
     ``jobs`` on it, its ``gpus`` (with ``engine_id``, ``live`` and ``now``) and ``links``
-    (with ``live``), and the placement's ``t``."""
+    (with ``live`` and ``live_why``: :func:`_node_link_live`), and the placement's ``t``."""
     status = "unknown" if placement is None else next(
         (k for k in ("down", "drained", "spare") if in_ranges(index, placement[k])), "up")
     jobs = [] if placement is None else [
@@ -386,40 +391,69 @@ def node_live_get(*, placement: LivePlacement | None, index: int, first_gpu: int
                                       engine_id=first_gpu + gpu["index"], otherwise=status),
              "now": now[gpu["index"]] if 0 <= gpu["index"] < len(now) else None}
             for gpu in accelerators]
-    ports = [{**link, "live": placement_status(placement=placement, runs=down,
-                                               engine_id=first_gpu + link["port"],
-                                               otherwise="up")}
+    ports = [{**link, **_node_link_live(placement, engine_gpu=first_gpu + link["port"],
+                                        switch=link["switch_index"],
+                                        named=f"switch {link['switch']}")}
              for link in links]
     return {"live_status": status, "jobs": jobs, "gpus": gpus, "links": ports,
             "t": _placement_t(placement)}
 
 
-def _switch_link_live(placement: LivePlacement | None, link: dict) -> dict:
-    """A link of a switch page with its ``live`` status (a node link's is its GPU's)."""
+def _node_link_live(placement: LivePlacement | None, *, engine_gpu: int | None,
+                    switch: int | None, named: str) -> dict:
+    """A NIC link's ``live`` status and ``live_why``: down when its GPU or NIC is out
+    (``gpus_down``) or its leaf switch (engine id ``switch``, ``named`` so) failed
+    (``switches_down``), else up."""
+    if engine_gpu is None:
+        return {"live": "unknown", "live_why": ""}
+    gpu = placement_status(placement=placement, engine_id=engine_gpu, otherwise="up",
+                           runs=placement["gpus_down"] if placement is not None else None)
+    if gpu == "down":
+        return {"live": "down", "live_why": "its GPU is out"}
+    leaf = ("up" if switch is None else placement_status(
+        placement=placement, engine_id=switch, otherwise="up",
+        runs=placement["switches_down"] if placement is not None else None))
+    if leaf == "down":
+        return {"live": "down", "live_why": f"{named} failed"}
+    return {"live": gpu, "live_why": ""}
+
+
+def _switch_link_live(placement: LivePlacement | None, link: dict, *, index: int,
+                      switch_down: bool) -> dict:
+    """A link of switch ``index`` (``switch_down``: failed) with its ``live`` status
+    and ``live_why``: a node link's is :func:`_node_link_live`'s, a switch link is out by
+    itself or through a failed switch at either end (``links_down``)."""
     shown = {k: v for k, v in link.items() if k not in ("engine_link", "engine_gpu")}
-    runs = None if placement is None else placement[
-        "gpus_down" if "node" in link else "links_down"]
-    engine_id = link["engine_gpu"] if "node" in link else link["engine_link"]
-    shown["live"] = ("unknown" if engine_id is None else
-                     placement_status(placement=placement, runs=runs, engine_id=engine_id,
-                                      otherwise="up"))
-    return shown
+    if "node" in link:
+        return {**shown, **_node_link_live(placement, engine_gpu=link["engine_gpu"],
+                                           switch=index, named="this switch")}
+    if link["engine_link"] is None:
+        return {**shown, "live": "unknown", "live_why": ""}
+    live = placement_status(placement=placement, engine_id=link["engine_link"], otherwise="up",
+                            runs=placement["links_down"] if placement is not None else None)
+    far_down = placement is not None and placement["switches_down"] is not None and in_ranges(
+        link["switch_index"], placement["switches_down"])
+    why = ("" if live != "down" else "this switch failed" if switch_down else
+           f"switch {link['far']} failed" if far_down else "the link failed")
+    return {**shown, "live": live, "live_why": why}
 
 
 def switch_live_get(*, placement: LivePlacement | None, index: int, links: list[dict]) -> dict:
     """Switch ``index`` and its ``links`` (:func:`twin.inventory.selectors.switch_detail_get`)
-    as the placement has them: ``live_status``, each link's ``live``, whether it ``is_leaf``
-    (nodes are cabled to it) and the jobs ``crossing`` a leaf (those on its nodes: above the
-    leaves the placement does not say which spine or core ECMP hashes a flow onto), and
-    ``t``."""
+    as the placement has them: ``live_status``, each link's ``live`` and ``live_why`` (down:
+    a failed GPU or NIC, this switch failed, the far switch failed, or the link itself),
+    whether it ``is_leaf`` (nodes are cabled to it) and the jobs ``crossing`` a leaf (those
+    on its nodes: above the leaves the placement does not say which spine or core ECMP
+    hashes a flow onto), and ``t``."""
     nodes = {link["node"] for link in links if "node" in link}
     crossing = [] if placement is None else sorted(
         name for name, job in placement["jobs"].items()
         if any(in_ranges(n, job["nodes"]) for n in nodes))
-    return {"live_status": placement_status(
-                placement=placement, engine_id=index, otherwise="up",
-                runs=placement["switches_down"] if placement is not None else None),
-            "links": [_switch_link_live(placement, link) for link in links],
+    status = placement_status(placement=placement, engine_id=index, otherwise="up",
+                              runs=placement["switches_down"] if placement is not None else None)
+    return {"live_status": status,
+            "links": [_switch_link_live(placement, link, index=index,
+                                        switch_down=status == "down") for link in links],
             "crossing": crossing, "is_leaf": bool(nodes), "t": _placement_t(placement)}
 
 
