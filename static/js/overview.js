@@ -1,17 +1,23 @@
-/* Overview: utilisation, MFU and goodput over simulated time (appended, capped), the MFU-loss
+/* Overview: utilisation, MFU and goodput from stored history (range picker, drag to zoom;
+ * history-chart.js) extended by live frames, the MFU-loss
  * waterfall, counters, the event log and (staff) the engine's speed and pause controls. */
 (function () {
   "use strict";
 
-  var MAX_POINTS = 5000;  // what /api/history serves at most per series
+  var MAX_POINTS = 1000;  // what /api/history serves at most per series
   var HISTORY = ["fleet.allocated_pct", "fleet.mfu_pct", "fleet.mfu_window_pct",
                  "fleet.goodput_pct"];
   var NAMES = ["GPUs allocated %", "MFU since start %", "MFU last hour %", "goodput %"];
   var range = document.getElementById("series-range");
   var P = window.TwinPanels;
+  var H = window.TwinHistory;
   var series = document.getElementById("series-chart");
   var waterfall = document.getElementById("mfu-waterfall");
-  var lastT = null;
+  var lastT = null;     // engine seconds of the newest point drawn
+  var clock = null;     // the run's clock (TwinHistory), from the history or the first frame
+  var zoom = null;      // [from, to] engine seconds while the user is zoomed in
+  var bucketS = null;   // bucket width of the drawn history (null: samples as recorded)
+  var relayout = null;  // TwinHistory.zoomable's, once the chart exists
 
   function point(msg) {
     var util = msg.util || {};
@@ -21,69 +27,103 @@
     return [allocated, 100 * (msg.mfu || 0), windowed, 100 * (msg.goodput || 0)];
   }
 
-  function seriesReset(msg) {
-    var hours = msg.t / 3600;
-    var y = point(msg);
-    Plotly.react(series, NAMES.map(function (name, i) {
-      return { x: [hours], y: [y[i]], name: name, mode: "lines", type: "scatter" };
-    }), P.layout({
-      xaxis: { title: { text: "simulated time, h" } },
+  function seriesDraw(traces, xRange) {
+    Plotly.react(series, traces, P.layout({
+      xaxis: { title: { text: clock.title }, type: clock.wall ? "date" : "linear",
+               range: xRange || undefined, autorange: !xRange },
       yaxis: { title: { text: "%" }, rangemode: "tozero" },
-      legend: { orientation: "h", y: 1.15 },
+      legend: { orientation: "h", y: 1.15 }, dragmode: "zoom",
     }), P.plotConfig);
+    if (!relayout) {
+      relayout = H.zoomable(series, function () { return clock; }, function (from, to) {
+        zoom = [from, to];
+        historyLoad();
+      }, seriesUnzoom);
+    }
+  }
+
+  function seriesReset(msg) {
+    clock = clock || H.clockOfFrame(msg);
+    var y = point(msg);
+    seriesDraw(NAMES.map(function (name, i) {
+      return { x: [clock.x(msg.t)], y: [y[i]], name: name, mode: "lines", type: "scatter" };
+    }), null);
+  }
+
+  // the x range a picked span shows: the span back from the newest point (null: all of it)
+  function pickedRange(newest) {
+    var span = range ? H.RANGES_S[range.value] : null;
+    return span ? [clock.x(newest - span), clock.x(newest)] : null;
   }
 
   // The chart starts from the stored history (it survives reloads and restarts) over the
-  // chosen range of simulated time, then live frames extend it.
+  // picked range (or the zoomed span), downsampled by the server, then live frames extend it.
   function historyLoad() {
-    var last = range ? range.value : "";
     var status = document.getElementById("series-range-status");
+    var query = zoom ? { from: zoom[0], to: zoom[1] } : { range: range ? range.value : "24h" };
     Promise.all(HISTORY.map(function (metric) {
-      var url = "/api/history?metric=" + encodeURIComponent(metric) + (last ? "&last=" + last : "");
-      return fetch(url, { credentials: "same-origin" }).then(function (r) {
-        return r.ok ? r.json() : null;
-      });
+      return H.fetchSeries(metric, query).catch(function () { return null; });
     })).then(function (answers) {
-      if (!answers[0] || !answers[0].t.length) {
-        if (status) status.textContent = "no history yet";
+      var first = answers[0];
+      if (!first) throw new Error("no answer");
+      if (!first.t.length) {
+        if (status) status.textContent = zoom ? "no stored points in this span" : "no history yet";
         return;
       }
-      Plotly.react(series, answers.map(function (a, i) {
-        return { x: a ? a.t.map(function (t) { return t / 3600; }) : [], y: a ? a.v : [],
-                 name: NAMES[i], mode: "lines", type: "scatter" };
-      }), P.layout({
-        xaxis: { title: { text: "simulated time, h" } },
-        yaxis: { title: { text: "%" }, rangemode: "tozero" },
-        legend: { orientation: "h", y: 1.15 },
-      }), P.plotConfig);
-      lastT = answers[0].t[answers[0].t.length - 1];
-      if (status) status.textContent = answers[0].t.length + " stored points, every " +
-        Math.round(answers[0].step_s) + " s of simulated time";
+      clock = H.clockOf(first);
+      bucketS = first.aggregate === "as recorded" ? null : first.step_s;
+      var newest = Math.max(first.t[first.t.length - 1], zoom ? 0 : (lastT || 0));
+      seriesDraw(answers.map(function (a, i) {
+        return a ? H.trace(a, NAMES[i], clock) : { x: [], y: [], name: NAMES[i] };
+      }), zoom ? [clock.x(zoom[0]), clock.x(zoom[1])] : pickedRange(newest));
+      if (!zoom) lastT = first.t[first.t.length - 1];
+      if (status) status.textContent = H.describe(first, clock) + (zoom ? "; zoomed" : "");
+      var reset = document.getElementById("series-reset");
+      if (reset) reset.hidden = !zoom;
     }).catch(function () {
       if (status) status.textContent = "history unavailable";
     });
   }
 
-  function rangeFollow(hours) {
-    var last = range ? Number(range.value) : 0;
-    if (last > 0) Plotly.relayout(series, { "xaxis.range": [hours - last / 3600, hours] });
+  function seriesUnzoom() {
+    zoom = null;
+    historyLoad();
   }
 
-  if (range) range.addEventListener("change", historyLoad);
+  function rangeFollow(newest) {
+    var shown = pickedRange(newest);
+    if (shown && relayout) relayout({ "xaxis.range": shown });
+  }
+
+  if (range) range.addEventListener("change", seriesUnzoom);
+  var reset = document.getElementById("series-reset");
+  if (reset) reset.addEventListener("click", seriesUnzoom);
   historyLoad();
 
+  // Live frames extend samples drawn as recorded; buckets are asked again once a new one
+  // has filled (the chart never holds more than MAX_POINTS points a series).  A zoomed
+  // chart stays as the user left it.
   function seriesAppend(msg) {
     if (lastT === null || msg.t < lastT) {
-      seriesReset(msg);  // first data, or the engine restarted from an older snapshot
-    } else if (msg.t > lastT) {
-      var hours = msg.t / 3600;
+      var restarted = lastT !== null;  // from an older snapshot: its history was cut there
+      seriesReset(msg);  // first data, or the engine restarted
+      lastT = msg.t;
+      if (restarted) historyLoad();
+    } else if (msg.t > lastT && !zoom) {
+      if (bucketS) {
+        if (msg.t >= lastT + bucketS) {
+          lastT = msg.t;
+          historyLoad();
+        }
+        return;
+      }
+      var x = clock.x(msg.t);
       var y = point(msg);
-      Plotly.extendTraces(series, { x: [[hours], [hours], [hours], [hours]],
-                                    y: [[y[0]], [y[1]], [y[2]], [y[3]]] },
+      Plotly.extendTraces(series, { x: [[x], [x], [x], [x]], y: [[y[0]], [y[1]], [y[2]], [y[3]]] },
                           [0, 1, 2, 3], MAX_POINTS);
-      rangeFollow(hours);
+      lastT = msg.t;
+      rangeFollow(msg.t);
     }
-    lastT = msg.t;
   }
 
   function waterfallDraw(msg) {

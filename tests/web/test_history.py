@@ -75,6 +75,8 @@ def test_the_api_serves_a_range_in_buckets_with_both_clocks(login):
     # 150 -> 72.5 %; 360-420: 160, 170 -> 82.5 %
     assert got["v"] == pytest.approx([62.5, 72.5, 82.5])
     assert len(got["wall"]) == 3
+    assert got["min"] == [60.0, 70.0, 80.0] and got["max"] == [65.0, 75.0, 85.0]
+    assert got["n"] == [2, 2, 2] and got["aggregate"] == "bucket mean, min, max"
     last = client.get("/api/history", {"metric": "fleet.allocated_pct", "last": 120}).json()
     assert last["t"] == [420.0, 480.0, 540.0]
 
@@ -93,7 +95,15 @@ def test_tenants_have_their_own_series(login):
     ({"metric": "fleet.mfu_pct", "step": "0"}, "step must be a positive"),
     ({"metric": "fleet.mfu_pct", "from": "10", "to": "5"}, "is before"),
     ({"metric": "fleet.mfu_pct", "to": "inf"}, "finite"),
-    ({"metric": "fleet.mfu_pct", "from": "1", "last": "5"}, "not both"),
+    ({"metric": "fleet.mfu_pct", "from": "1", "last": "5"}, "give one of 'range', 'last' or"),
+    ({"metric": "fleet.mfu_pct", "range": "2w"}, "range must be one of 15m, 1h, 6h, 24h, 7d"),
+    ({"metric": "fleet.mfu_pct", "range": "1h", "last": "60"}, "not both 'range' and 'last'"),
+    ({"metric": "fleet.mfu_pct", "bucket": "5x"}, "bucket must be a positive duration"),
+    ({"metric": "fleet.mfu_pct", "bucket": "-5m"}, "bucket must be a positive duration"),
+    ({"metric": "fleet.mfu_pct", "bucket": "400d"}, "at most 366d"),
+    ({"metric": "fleet.mfu_pct", "bucket": "5m", "step": "300"}, "not both"),
+    ({"metric": "fleet.mfu_pct", "from": "0", "to": "1e6", "bucket": "60"},
+     "gives more than 1000 points"),
 ])
 def test_bad_queries_get_one_clear_error(login, query, message):
     publish(0.0)
@@ -123,3 +133,75 @@ def test_a_lost_frame_is_stored_without_a_history_sample():
                               inventory=RUN)
     assert m.LiveState.objects.get().frame["lost"] is True
     assert not m.HistorySample.objects.exists()
+
+
+def month(settings, run=RUN, step=STEP):
+    """30 simulated days of samples every ``step`` s, allocation a sawtooth 0-99 %, and the
+    live state at their end (kept 90 days: no pruning)."""
+    settings.CLUSTERTWIN = {**settings.CLUSTERTWIN, "HISTORY_RETENTION_S": 90 * 86400.0}
+    n = int(30 * 86400 / step)
+    m.HistorySample.objects.bulk_create(
+        [m.HistorySample(run=run, t_sim=i * step, values={"fleet.allocated_pct": float(i % 100)})
+         for i in range(n)], batch_size=2000)
+    publish(n * step)  # the live state: the engine's clock now, and one more sample
+    return n + 1
+
+
+def test_any_range_comes_back_in_at_most_a_thousand_points_with_extremes_kept(login, settings):
+    n = month(settings)
+    client = login("operator")
+    whole = client.get("/api/history", {"metric": "fleet.allocated_pct", "range": "30d"}).json()
+    assert len(whole["t"]) <= history.MAX_POINTS < n
+    assert whole["aggregate"] == "bucket mean, min, max" and whole["step_s"] in history.BUCKETS_S
+    assert sum(whole["n"]) == n  # every sample in exactly one bucket
+    # a sawtooth 0-99 in every hour-wide (or wider) bucket: the extremes survive, the mean is
+    # between them
+    assert min(whole["min"]) == 0.0 and max(whole["max"]) == 99.0
+    assert all(lo <= v <= hi for lo, v, hi in zip(whole["min"], whole["v"], whole["max"],
+                                                  strict=True))
+    hour = client.get("/api/history", {"metric": "fleet.allocated_pct", "range": "1h"}).json()
+    assert hour["aggregate"] == "as recorded" and len(hour["t"]) == 61  # 3600 / 60 + the ends
+    assert hour["t"][0] == 30 * 86400 - 3600 and hour["t"][-1] == 30 * 86400
+    assert hour["min"] == hour["v"] == hour["max"]
+
+
+def test_every_picker_range_fits_and_a_bucket_can_be_asked_for(login, settings):
+    month(settings)
+    client = login("operator")
+    for name, span in history.RANGES.items():
+        got = client.get("/api/history", {"metric": "fleet.allocated_pct", "range": name}).json()
+        assert 0 < len(got["t"]) <= history.MAX_POINTS, name
+        assert got["t"][0] >= 30 * 86400 - span - got["step_s"], name
+    daily = client.get("/api/history", {"metric": "fleet.allocated_pct", "range": "7d",
+                                        "bucket": "1d"}).json()
+    assert daily["step_s"] == 86400 and len(daily["t"]) == 8  # 7 days cut at day edges + now
+
+
+def test_a_zoomed_span_is_served_finer_than_the_whole_run(login, settings):
+    month(settings)
+    client = login("operator")
+    whole = client.get("/api/history", {"metric": "fleet.allocated_pct", "range": "all"}).json()
+    zoomed = client.get("/api/history", {"metric": "fleet.allocated_pct", "from": 86400,
+                                         "to": 86400 + 6 * 3600}).json()
+    assert zoomed["step_s"] < whole["step_s"]
+    assert zoomed["t"][0] >= 86400 and zoomed["t"][-1] <= 86400 + 6 * 3600
+
+
+def test_a_mirror_says_its_history_runs_on_the_wall_clock(login):
+    services.live_state_write(seq=1, t_sim=0.0, frame={**frame(0.0), "source": "mirror"},
+                              health="ok", last_error="", speed=1.0, paused=False,
+                              inventory=RUN)
+    got = login("operator").get("/api/history", {"metric": "fleet.allocated_pct"}).json()
+    assert got["clock"] == "wall clock" and len(got["wall"]) == 1
+
+
+def test_a_warm_up_backfill_replaces_what_the_run_had_from_its_start():
+    for t in (0.0, 60.0, 120.0):  # an earlier engine of the same run
+        publish(t, allocated=10)
+    kept = history.backfill(run=RUN, samples=[(0.0, {"fleet.allocated_pct": 50.0}),
+                                              (60.0, {"fleet.allocated_pct": 60.0})])
+    assert kept == 2
+    publish(90.0)  # under a step after the backfill's last: no sample
+    publish(120.0, allocated=140)
+    got = history.series(run=RUN, metric="fleet.allocated_pct")
+    assert got["t"] == [0.0, 60.0, 120.0] and got["v"] == [50.0, 60.0, 70.0]

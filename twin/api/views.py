@@ -6,11 +6,11 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from scheduler.limits import checks
 from scheduler.live import in_ranges
 from scheduler.placement_schema import LivePlacement
 from twin.api import events as event_log
 from twin.api.bodies import json_error
+from twin.api.history_query import history_query
 from twin.inventory import floor
 from twin.inventory import selectors as inventory_selectors
 from twin.inventory.adapter import EngineIds
@@ -98,9 +98,11 @@ def api_events(request):
 
 @require_GET
 def api_history(request):
-    """``?metric=`` of the run now live between ``?from=`` and ``?to=`` (simulated seconds;
-    default the whole run; ``?last=S``: the last S seconds), averaged into ``?step=`` seconds
-    (``twin.live.history``).  Without ``metric``: the series this run has."""
+    """``?metric=`` of the run now live over ``?range=`` (15m, 1h, 6h, 24h, 7d, 30d, all;
+    or ``?last=S``, or ``?from=S&to=S``), in ``?bucket=`` widths (``300``, ``5m``, ``1h``;
+    default: as recorded, or the narrowest that keeps it within ``history.MAX_POINTS``
+    points), each bucket's mean, min and max (``twin.live.history``).  Simulated time; a
+    mirror's is the wall clock.  Without ``metric``: the series this run has."""
     live, error = _live_or_error()
     if error:
         return error
@@ -109,26 +111,13 @@ def api_history(request):
         return JsonResponse({**_live_head(live), "metrics": {
             k: {"label": label, "unit": unit}
             for k, (label, unit) in history.known(live.inventory).items()}})
+    mirror = (live.frame or {}).get("source") == "mirror"
     try:
-        numbers = {k: _finite(request.GET[k], k) for k in ("from", "to", "last", "step")
-                   if request.GET.get(k, "") != ""}
-        if "last" in numbers:
-            if "from" in numbers:
-                raise ValueError("give 'from' or 'last', not both")
-            numbers["from"] = live.t_sim - numbers.pop("last")
-        if numbers.get("step", 1.0) <= 0:
-            raise ValueError("step must be a positive number of seconds")
-        answer = history.series(run=live.inventory, metric=metric, t_from=numbers.get("from"),
-                                t_to=numbers.get("to"), step=numbers.get("step"))
+        answer = history.series(run=live.inventory, metric=metric, wall_clock=mirror,
+                                **history_query(request.GET, now=live.t_sim))
     except ValueError as exc:
         return json_error(str(exc), 400)
     return JsonResponse({**_live_head(live), **answer})
-
-
-def _finite(text: str, name: str) -> float:
-    return checks.number_from_text(name, text, at_least=-1e12, at_most=1e12,
-                                   expect="a finite number of seconds within ±1e12",
-                                   unparsable="a number of seconds")
 
 
 def _live_node(placement: LivePlacement | None, node: int) -> tuple[str, list[str]]:

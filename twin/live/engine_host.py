@@ -20,9 +20,11 @@ from scheduler.reliability.profiles import DEFAULT as PROFILE_DEFAULT
 from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import Scenario
 from scheduler.snapshot import loads as engine_loads
+from twin import app_setting
 from twin.inventory.models import Cluster
 from twin.inventory.replanning import Inventory
 from twin.live.driver_inventory import statuses_apply
+from twin.live.history_warmup import warm_up
 from twin.live.policy import live_policy
 
 logger = logging.getLogger("twin.live.driver")
@@ -61,6 +63,7 @@ class EngineHost:
         self.engine = None
         self.inv: Inventory | None = None  # what runs (None: no cluster, the preset runs)
         self.failure_profile = PROFILE_DEFAULT  # the cluster's, read at start
+        self.warm_history: list = []  # a fresh engine's warm-up samples, not yet stored
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="twin-engine")
 
     async def call(self, fn, *args, **kwargs):
@@ -106,5 +109,7 @@ class EngineHost:
         # the run's name: its inventory and cluster (a rebuilt look-alike is another twin)
         engine.lineage = f"{self.inventory}:{self.inv.cluster_id}" if self.inv else None
         statuses_apply(engine, self.inv)
-        engine.run_until(get_preset(self.preset).warmup_s)  # issue 16: opens on a busy fleet
+        # issue 16: opens on a busy fleet; issue 27: with the warm-up's history
+        self.warm_history = warm_up(engine, until=get_preset(self.preset).warmup_s,
+                                    step=app_setting("HISTORY_STEP_S"))
         return engine

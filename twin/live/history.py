@@ -7,15 +7,18 @@ was recorded.  Samples older than ``HISTORY_RETENTION_S`` simulated seconds are 
 an engine resumes from an older snapshot (a crash), the samples after its clock are dropped:
 history never shows a future that did not happen.
 
-:func:`series` answers ``/api/history``: one metric between two simulated times, averaged into
-``step``-second buckets; the database extracts the one figure from each row (a JSON key
-lookup), so a month of five-minute samples reads in a few tens of milliseconds.
+:func:`series` answers ``/api/history``: one metric between two simulated times, as recorded or
+(past :data:`MAX_POINTS` samples, or when asked) downsampled into buckets of simulated time,
+each with the mean, minimum and maximum of its samples; the database extracts the one figure
+from each row (a JSON key lookup), so a month of five-minute samples reads in a few tens of
+milliseconds.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from django.db.models import FloatField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
@@ -41,7 +44,13 @@ SERIES: dict[str, tuple[str, str]] = {
 }
 """Fleet-wide series: name -> (label, unit).  Tenants add ``tenant.<name>.gpus``."""
 TENANT_PREFIX = "tenant."
-MAX_POINTS = 5000  # per answer: a longer range needs a coarser step
+MAX_POINTS = 1000
+"""Points per series at most: a longer span is answered in coarser buckets."""
+RANGES: dict[str, float] = {"15m": 900.0, "1h": 3600.0, "6h": 21600.0, "24h": 86400.0,
+                            "7d": 7 * 86400.0, "30d": 30 * 86400.0}
+"""The range picker's spans (s), by name."""
+BUCKETS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+"""Bucket widths (s) chosen from, narrowest first: whole minutes, hours, days on the axis."""
 _last: dict[str, float] = {}  # run -> simulated time of its newest sample (this process)
 _PRUNE_EVERY = 100
 _recorded = 0
@@ -103,6 +112,20 @@ def record(*, run: str, t_sim: float, frame: StoredFrame) -> bool:
     return True
 
 
+def backfill(*, run: str, samples: list[tuple[float, dict[str, float]]]) -> int:
+    """Keep samples of ``run`` taken before any frame was shown (a fresh engine's warm-up,
+    :mod:`twin.live.history_warmup`): what ``run`` had from the first of them on is dropped
+    (a fresh engine's future replaces it).  Returns the number kept."""
+    if not samples:
+        return 0
+    HistorySample.objects.filter(run=run, t_sim__gte=samples[0][0]).delete()
+    HistorySample.objects.bulk_create(
+        [HistorySample(run=run, t_sim=t, values=values) for t, values in samples],
+        batch_size=1000)
+    _last[run] = samples[-1][0]
+    return len(samples)
+
+
 def forget_process_cache() -> None:
     """Tests: forget what this process knows of the newest samples."""
     _last.clear()
@@ -117,11 +140,30 @@ def known(run: str) -> dict[str, tuple[str, str]]:
     return {**SERIES, **tenants}
 
 
+def bucket_for(span: float) -> float | None:
+    """The narrowest bucket width (s) of :data:`BUCKETS_S`, then whole days, that keeps
+    ``span`` simulated seconds within :data:`MAX_POINTS` points; ``None`` when the samples
+    as recorded fit."""
+    recorded = app_setting("HISTORY_STEP_S")
+    if span / recorded + 1 <= MAX_POINTS:
+        return None
+    need = span / (MAX_POINTS - 2)  # a span cut at bucket edges touches up to span/w + 2
+    for width in BUCKETS_S:
+        if width >= need and width > recorded:
+            return float(width)
+    return 86400.0 * math.ceil(need / 86400.0)
+
+
 def series(*, run: str, metric: str, t_from: float | None = None, t_to: float | None = None,
-           step: float | None = None) -> dict:
-    """``metric`` of ``run`` between two simulated times (default: the whole run), averaged
-    into ``step``-second buckets (default: as recorded, or coarser to stay within
-    :data:`MAX_POINTS`).  ``ValueError`` with one line for an unknown metric or a bad range."""
+           bucket: float | None = None, wall_clock: bool = False) -> dict:
+    """``metric`` of ``run`` between two simulated times (default: the whole run).
+
+    Samples as recorded when they fit in :data:`MAX_POINTS`; else (or when ``bucket`` s is
+    coarser than the samples) one point per bucket of simulated time (aligned to multiples of
+    its width): ``t`` its start, ``v`` the mean of its samples, ``min``/``max`` their extremes,
+    ``n`` their count, ``wall`` the wall time its last sample was recorded.  ``wall_clock``: a
+    mirror, whose clock is the wall's (said in ``clock``).  ``ValueError`` with one line for an
+    unknown metric, a bad range or a bucket too narrow for the span."""
     names = known(run)
     if metric not in names and not (metric.startswith(TENANT_PREFIX)
                                     and metric.endswith(".gpus")):
@@ -135,35 +177,50 @@ def series(*, run: str, metric: str, t_from: float | None = None, t_to: float | 
         rows = rows.filter(t_sim__lte=t_to)
     value = Cast(KeyTextTransform(metric, "values"), FloatField())
     got = list(rows.order_by("t_sim").annotate(v=value).filter(v__isnull=False)
-               .values_list("t_sim", "v", "recorded_at"))
+               .values_list("t_sim", "v", "pk"))
     recorded = app_setting("HISTORY_STEP_S")
+    span = 0.0
     if got:
-        span = got[-1][0] - got[0][0]
-        needed = span / MAX_POINTS
-        if step is None and len(got) > MAX_POINTS:
-            step = needed
-        elif step is not None and step < needed:
-            raise ValueError(f"step {step:g} s gives more than {MAX_POINTS} points over "
-                             f"{span:g} s; use at least {math.ceil(needed)}")
-    t, v, wall = [], [], []
-    if step is None or step <= recorded:
-        for ts, val, at in got:
-            t.append(round(ts, 3))
-            v.append(val)
-            wall.append(at.isoformat())
-    else:  # bucket means, stamped at the bucket's start and its last sample's wall time
-        bucket, total, count, last_at = None, 0.0, 0, None
-        for ts, val, at in got + [(math.inf, 0.0, None)]:
-            b = math.floor(ts / step) if math.isfinite(ts) else None
-            if bucket is not None and b != bucket:
-                t.append(round(bucket * step, 3))
-                v.append(total / count)
-                wall.append(last_at.isoformat())
-                total, count = 0.0, 0
-            bucket = b
-            last_at = at
-            total += val
-            count += 1
+        span = ((t_to if t_to is not None else got[-1][0])
+                - (t_from if t_from is not None else got[0][0]))
+    if bucket is None:
+        bucket = bucket_for(span)
+    elif span / bucket + 2 > MAX_POINTS:
+        raise ValueError(f"bucket {bucket:g} s gives more than {MAX_POINTS} points over "
+                         f"{span:g} s; use at least {math.ceil(span / (MAX_POINTS - 2))}")
+    elif bucket <= recorded:
+        bucket = None
+    t = np.array([g[0] for g in got], dtype=float)
+    v = np.array([g[1] for g in got], dtype=float)
+    if bucket is None or not got:
+        last_of = np.arange(len(got))
+        lo = hi = mean = v
+        n = np.ones(len(got), dtype=int)
+        t_out = t
+    else:
+        index = np.floor(t / bucket)
+        first = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+        n = np.diff(np.r_[first, len(got)])
+        last_of = first + n - 1
+        mean = np.add.reduceat(v, first) / n
+        lo, hi = np.minimum.reduceat(v, first), np.maximum.reduceat(v, first)
+        t_out = index[first] * bucket
     label, unit = names.get(metric, (metric, ""))
-    return {"metric": metric, "label": label, "unit": unit, "clock": "simulated seconds",
-            "step_s": step or recorded, "t": t, "v": v, "wall": wall}
+    return {"metric": metric, "label": label, "unit": unit,
+            "clock": "wall clock" if wall_clock else "simulated seconds",
+            "aggregate": "bucket mean, min, max" if bucket else "as recorded",
+            "step_s": bucket or recorded, "recorded_step_s": recorded,
+            "max_points": MAX_POINTS,
+            "t": [round(x, 3) for x in t_out.tolist()], "v": mean.tolist(),
+            "min": lo.tolist(), "max": hi.tolist(), "n": n.tolist(),
+            "wall": _walls([got[i][2] for i in last_of.tolist()])}
+
+
+def _walls(pks: list[int]) -> list[str]:
+    """When the samples ``pks`` were recorded (ISO); read for the points shown only: turning
+    every sample's timestamp into a datetime took most of a month's answer."""
+    at: dict[int, str] = {}
+    for k in range(0, len(pks), 500):  # within any SQLite's limit on query parameters
+        at.update((pk, when.isoformat()) for pk, when in HistorySample.objects.filter(
+            pk__in=pks[k:k + 500]).values_list("pk", "recorded_at"))
+    return [at[pk] for pk in pks]

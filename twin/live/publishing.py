@@ -14,7 +14,7 @@ import logging
 
 from channels.db import database_sync_to_async
 
-from twin.live import broadcast, services
+from twin.live import broadcast, history, services
 
 logger = logging.getLogger("twin.live.driver")
 
@@ -66,7 +66,12 @@ class Publisher:
         return frame
 
     async def events_resume(self) -> None:
-        """Count the engine's log lines already kept (after a start, restore or rebuild)."""
+        """Count the engine's log lines already kept (after a start, restore or rebuild), and
+        keep the history of a fresh engine's warm-up."""
+        samples, self.host.warm_history = self.host.warm_history, []
+        if samples:
+            await database_sync_to_async(history.backfill)(run=self.host.log_key,
+                                                           samples=samples)
         self.events_saved = await database_sync_to_async(services.engine_events_resume)(
             inventory=self.host.log_key, have=self.host.engine.kernel.logged)
 
