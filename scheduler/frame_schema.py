@@ -267,6 +267,21 @@ class RackHeatmaps(TypedDict):
     outlet_c: NotRequired[RackHeatmap]
 
 
+class HallSummary(TypedDict):
+    """One data hall of the rack floor (:func:`scheduler.hall_summary.hall_summary`): racks,
+    racks with any node out, nodes out and the worst rack's share out; with the power model
+    the hall's draw (kW), its peak rack draw over budget (fraction) and hottest outlet (°C)."""
+
+    hall: int
+    racks: int
+    racks_out: int
+    nodes_out: int
+    worst: float
+    power_kw: NotRequired[float]
+    power_share_max: NotRequired[float]
+    outlet_c_max: NotRequired[float]
+
+
 class StorageTier(TypedDict):
     """A storage tier's demand, supply and capacity (GB/s)."""
 
@@ -277,10 +292,11 @@ class StorageTier(TypedDict):
 
 
 class Heatmaps(TypedDict):
-    """The topology page's maps; ``links`` once the fabric has routed a load, ``storage``
-    with the physics model."""
+    """The topology page's maps; ``halls`` one summary per data hall of the rack floor,
+    ``links`` once the fabric has routed a load, ``storage`` with the physics model."""
 
     racks: RackHeatmaps
+    halls: NotRequired[list[HallSummary]]
     links: NotRequired[list[LinkHeatmap]]
     storage: NotRequired[list[StorageTier]]
 

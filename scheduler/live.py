@@ -11,8 +11,17 @@ import numpy as np
 
 from scheduler.control.job_actions import held_jobs
 from scheduler.control.mirror import mirror_summary
-from scheduler.frame_schema import LiveFrame, MttfBucket, Power, QueuedJob, RunningJob, TenantUse
-from scheduler.frames import dashboard_frames, heat_detail, links_down
+from scheduler.frame_schema import (
+    Heatmaps,
+    LiveFrame,
+    MttfBucket,
+    Power,
+    QueuedJob,
+    RunningJob,
+    TenantUse,
+)
+from scheduler.frames import dashboard_frames, heat_detail, links_down, rack_status
+from scheduler.hall_summary import hall_summary
 from scheduler.model.job_run import CLOUD, DETECTING, DONE, DRAINING, QUEUED, RUNNING
 from scheduler.placement_schema import LivePlacement
 from scheduler.reliability.failures import job_failure_rate
@@ -110,6 +119,18 @@ def _mttf_by_size(engine) -> list[MttfBucket]:
     return out
 
 
+def _heatmaps(engine) -> Heatmaps:
+    """The topology page's maps with one summary line per data hall (what a merged rack cell
+    cannot say: how many racks are out, the hall's power and hottest outlet)."""
+    maps = dashboard_frames(engine)
+    ph = engine.physics
+    power = ph.last_power if ph is not None else None
+    maps["halls"] = hall_summary(engine.plan, rack_status(engine),
+                                 None if power is None else power.rack_kw,
+                                 None if power is None else power.outlet_c)
+    return maps
+
+
 def live_frame(engine, *, top: int = 50) -> LiveFrame:
     """The dashboard's view of ``engine`` now (no ``type``/``seq``: the publisher adds them).
 
@@ -160,7 +181,7 @@ def live_frame(engine, *, top: int = 50) -> LiveFrame:
                      "mttf_by_size": _mttf_by_size(engine)},
         "power": power,
         "events": list(engine.events)[-top:],
-        "heatmaps": dashboard_frames(engine),
+        "heatmaps": _heatmaps(engine),
         "mirror": mirror_summary(engine),
         "incidents": incidents_view(rel.incidents, engine.now, top),
     }

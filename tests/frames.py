@@ -65,6 +65,7 @@ DEFAULTS: dict[str, dict] = {
     "RackHeatmap": {**_HEATMAP, "rows_per_hall": 1, "empty": -1},
     "RackHeatmaps": {"status": {**_HEATMAP, "rows_per_hall": 1, "empty": -1}},
     "StorageTier": {"demand_gb_s": 0.0, "supply_gb_s": 0.0, "capacity_gb_s": 0.0},  # tier
+    "HallSummary": {"racks": 1, "racks_out": 0, "nodes_out": 0, "worst": 0.0},  # hall
     "Heatmaps": {"racks": {"status": {**_HEATMAP, "rows_per_hall": 1, "empty": -1}}},
     "MirrorTelemetry": {"gpus_reporting": 0, "gpus": 0, "util_mean_pct": None,
                         "power_kw": None, "temp_max_c": None, "tensor_active_mean": None},

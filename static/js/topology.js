@@ -2,8 +2,10 @@
  * budget, outlet temperature), redrawn whole with Plotly.react on every frame.  Axes carry
  * switch, hall and rack names (ids in the frame, names from the page); colour scales are the
  * frame's fixed ones; merged cells show their hottest member.  Clicking a link cell zooms to
- * its switches at full resolution (/api/heatmap), clicking a rack cell lists that rack's nodes,
- * and the zoom form cuts out one pod, block of switches or hall. */
+ * its switches at full resolution (/api/heatmap), clicking a rack cell lists that rack's nodes
+ * (a merged cell opens its hall unmerged, where a rack's click lists its nodes), a table counts
+ * racks and nodes out per hall (the frame's ``halls``), and the zoom form cuts out one pod,
+ * block of switches or hall. */
 (function () {
   "use strict";
 
@@ -251,14 +253,26 @@
       return;
     }
     // a merged cell: its hall at full resolution, where each rack is a cell of its own
-    var run = heatmap.rows[pt.y];
-    var hall = Math.floor(run[0] / heatmap.rows_per_hall);
+    var hall = worstHall(key, heatmap.rows[pt.y], heatmap.rows_per_hall);
     P.setText("rack-message", ids.length + " racks in that cell: " + hallName(hall) +
               " unmerged above; click a rack there for its nodes.");
     zoomHall(key, hall);
   }
 
   function hallName(h) { return names.halls[h] || "hall " + h; }
+
+  // a cell's floor rows may straddle two halls: the one whose summary is worst for the map
+  var HALL_WORST = { status: "worst", power_share: "power_share_max", outlet_c: "outlet_c_max" };
+  var lastHalls = [];
+  function worstHall(key, run, rowsPerHall) {
+    var best = Math.floor(run[0] / rowsPerHall);
+    var field = HALL_WORST[key];
+    for (var h = best + 1; h <= Math.floor(run[1] / rowsPerHall); h++) {
+      var a = lastHalls[best] || {}, b = lastHalls[h] || {};
+      if ((b[field] || 0) > (a[field] || 0)) best = h;
+    }
+    return best;
+  }
 
   function zoomHall(key, hall) {
     zoomTier.value = key;
@@ -270,6 +284,7 @@
 
   // one line per hall: counts the merged maps cannot show, each hall opening its racks
   function drawHalls(halls) {
+    lastHalls = halls || [];
     var pct = function (v) { return v === undefined ? "–" : P.fmt(100 * v, 0) + " %"; };
     P.fillTable("hall-summary", (halls || []).map(function (h) {
       return [hallName(h.hall), P.fmt(h.racks, 0), P.fmt(h.racks_out, 0), P.fmt(h.nodes_out, 0),

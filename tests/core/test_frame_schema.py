@@ -100,7 +100,8 @@ def test_a_frame_without_the_physics_model_matches_the_schema():
     engine, _ = Scenario(preset="dev-small", days=1, seed=2, physics=False).engine()
     engine.run_until(12 * 3600.0)
     frame = check_engine(engine)
-    assert frame["power"] is None and set(frame["heatmaps"]) == {"racks"}
+    assert frame["power"] is None and set(frame["heatmaps"]) == {"racks", "halls"}
+    assert all("power_kw" not in h and "outlet_c_max" not in h for h in frame["heatmaps"]["halls"])
 
 
 def test_a_dragonfly_plus_frame_with_its_group_by_group_map_matches_the_schema():
