@@ -182,7 +182,8 @@ def test_json_data_blocks_hold_data_not_code(login, small_cluster):
     """json_script escapes <, > and &: no value can close its <script> and start another."""
     html = login("staff").get("/drills/").content.decode()
     blocks = [s for s in scripts_of(html).scripts if s.get("type") == "application/json"]
-    assert {s["id"] for s in blocks} == {"kind-params", "kind-bounds", "event-kinds"}
+    assert {s["id"] for s in blocks} == {"kind-params", "kind-bounds", "event-kinds",
+                                         "kind-targets", "component-words"}
 
 
 # ----------------------------------------------------------------- login throttling
