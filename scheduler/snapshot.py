@@ -26,7 +26,7 @@ pickle, so loading one runs whatever it names (never load bytes from elsewhere).
 >>> data = dumps(engine)
 >>> header = read_header(data)
 >>> header.format, header.gpus, header.t_sim
-(3, 64, 0.0)
+(4, 64, 0.0)
 >>> loads(data).now
 0.0
 """

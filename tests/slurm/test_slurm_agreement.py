@@ -114,8 +114,10 @@ def test_slurm_holds_a_requeued_job_for_two_minutes(ran):
     assert requeued, "the QOS stream preempted nothing"
     for job_id, times in requeued.items():
         first, last = times[0], times[-1]
-        assert last["submission"] == first["end"], job_id        # requeued when preempted
-        assert last["eligible"] - first["end"] in (120, 121), job_id
+        # requeued when preempted: the requeue is stamped in the end's second or the next (a
+        # make test run saw the next: the preemption ended at .9x s)
+        assert last["submission"] - first["end"] in (0, 1), job_id
+        assert last["eligible"] - last["submission"] in (120, 121), job_id
         assert outcome.jobs[job_id].start_s == last["start"] - outcome.epoch
         assert outcome.jobs[job_id].submit_s == first["submission"] - outcome.epoch
 
