@@ -121,3 +121,10 @@ def test_pages_carry_the_element_ids_their_scripts_fill(login, small_cluster, pa
     html = login("operator").get(path).content.decode()
     for element_id in ids:
         assert f'id="{element_id}"' in html, element_id
+
+
+def test_the_repairs_pending_counter_leads_to_the_incidents(login, small_cluster):
+    """Issue 27: '5 repairs pending' on Failures was not a link."""
+    html = login("operator").get("/failures/").content.decode()
+    assert '<a href="/incidents/" id="repairs-pending-link">repairs pending</a>' in html
+    assert login("operator").get("/incidents/").status_code == 200
