@@ -32,7 +32,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from django.db import transaction
 from django.utils import timezone
@@ -54,7 +54,7 @@ from twin.alerts.figures import (  # noqa: F401 (the figures' names, as before)
 )
 from twin.alerts.log_windows import EventLog, LogWindows, throttle_incidents
 from twin.alerts.models import Alert, AlertRule
-from twin.alerts.shipped import DEFAULT_RULES, SHIPPED  # noqa: F401 (as before)
+from twin.alerts.shipped import DEFAULT_RULES, SHIPPED, ShippedRule  # noqa: F401 (as before)
 from twin.alerts.webhook import webhook, webhook_payload, webhook_send  # noqa: F401
 from twin.audit.models import AuditEntry
 
@@ -71,18 +71,9 @@ def rules_seed() -> int:
 
 # ----------------------------------------------------------------- the evaluator
 @dataclass(frozen=True)
-class Rule:
-    id: int
-    name: str
-    figure: str
-    comparison: str
-    threshold: float
-    for_s: float
-    severity: str
-    description: str
-    window_s: float | None = None
-    resolve_threshold: float | None = None
-    resolve_for_s: float | None = None
+class Rule(ShippedRule):
+    """A stored rule as the evaluator holds it: the shipped rule's fields and its row id."""
+    id: int = 0
 
     @property
     def holds_at(self) -> float:
@@ -121,9 +112,8 @@ class Evaluator:
     def _load(self) -> None:
         now = self.wall()
         if self.rules is None or now - self.loaded_at >= app_setting("ALERT_RULES_REFRESH_S"):
-            self.rules = [Rule(r.id, r.name, r.figure, r.comparison, r.threshold, r.for_s,
-                               r.severity, r.description, r.window_s, r.resolve_threshold,
-                               r.resolve_for_s)
+            self.rules = [Rule(id=r.id, **{f.name: getattr(r, f.name)
+                                           for f in fields(ShippedRule)})
                           for r in AlertRule.objects.filter(enabled=True)]
             self.silences = silencing.silences_active()
             self.loaded_at = now
