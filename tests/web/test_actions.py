@@ -374,3 +374,27 @@ async def test_actions_go_through_the_durable_log_and_survive_a_crash(drivers, d
     second = await drivers(speed=600.0)
     again = next(r for r in second.engine.runs if r.spec.name == running)
     assert again.state == "cancelled" and second.engine.state.node_up[3]
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_command_is_marked_applied_only_once_its_events_are_kept(drivers, monkeypatch):  # noqa: F811
+    """A job page reads the command log and the event log: it must never show "applied" with
+    a timeline that lacks the event the command logged (issue 28's race under load)."""
+    from twin.live import command_log
+    driver = await drivers(speed=600.0)
+    for _ in range(20):
+        await steps(driver, dt=30.0)
+        if driver.engine.running:
+            break
+    running = sorted(r.spec.name for r in driver.engine.running.values())[0]
+    seen_at_close = []
+    close = command_log.command_close
+
+    def close_and_look(*, row_id, applied, error=""):
+        seen_at_close.append(m.EngineEvent.objects.filter(
+            jobs__contains=running, text__contains="cancelled (running) by staff").exists())
+        close(row_id=row_id, applied=applied, error=error)
+    monkeypatch.setattr(command_log, "command_close", close_and_look)
+    await driver.log.apply("job_cancel", {"job": running, "by": "staff"})
+    assert seen_at_close == [True]

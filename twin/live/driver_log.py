@@ -131,6 +131,8 @@ class CommandLog:
             await database_sync_to_async(command_log.command_close)(
                 row_id=row, applied=False, error=f"the engine failed: {exc}")
             raise
+        # the events it logged are kept first: "applied" never shows without them
+        await self.publisher.events_flush()
         await database_sync_to_async(command_log.command_close)(row_id=row, applied=True)
         self.unproven.append(row)
         return result

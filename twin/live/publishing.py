@@ -10,6 +10,7 @@ step.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from channels.db import database_sync_to_async
@@ -39,6 +40,7 @@ class Publisher:
         self.last_error = ""
         self.placement: dict | None = None  # the last step's live_placement
         self.events_saved = 0  # engine log lines kept in the database so far
+        self._flushing = asyncio.Lock()  # a command's flush and a step's never interleave
 
     def failed(self, exc: BaseException) -> None:
         """The engine failed: the next frames say so (until a good step)."""
@@ -76,14 +78,18 @@ class Publisher:
             inventory=self.host.log_key, have=self.host.engine.kernel.logged)
 
     async def events_flush(self) -> None:
-        """Keep the engine's new log lines; on a database error they wait for the next step."""
-        kernel = self.host.engine.kernel
-        start, new = await self.host.call(kernel.events_since, self.events_saved)
-        if not new:
-            return
-        try:
-            await database_sync_to_async(services.engine_events_store)(
-                inventory=self.host.log_key, first_seq=start, events=new)
-            self.events_saved = start + len(new)
-        except Exception:
-            logger.exception("live engine: could not keep %d event(s); will retry", len(new))
+        """Keep the engine's new log lines; on a database error they wait for the next step.
+        Called after each step, and by a command before it is marked applied (so no page shows
+        a command applied without the events it logged)."""
+        async with self._flushing:
+            kernel = self.host.engine.kernel
+            start, new = await self.host.call(kernel.events_since, self.events_saved)
+            if not new:
+                return
+            try:
+                await database_sync_to_async(services.engine_events_store)(
+                    inventory=self.host.log_key, first_seq=start, events=new)
+                self.events_saved = start + len(new)
+            except Exception:
+                logger.exception("live engine: could not keep %d event(s); will retry",
+                                 len(new))
