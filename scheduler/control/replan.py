@@ -11,7 +11,9 @@ with the same workload and settings, starting at the old engine's clock, and car
   gangs on
   a changed or removed node (and gangs lending or hung) stop as a preemption would and wait
   in the queue; jobs not yet submitted arrive when they were due;
-- failures in flight: nodes down until their repair (mapped to the new ids); fabric, cooling
+- failures in flight: nodes down until their repair (mapped to the new ids), a failed leaf
+  switch with them (the switch its GPUs hang off in the new plan; its incident closes at the
+  re-plan where nothing of it is left); fabric, cooling
   and storage slowdowns when the fabric and rows kept their shape (else they are repaired at
   the re-plan, and the log says so); failure statistics and lemons; drains;
 - the books (GPU-seconds by category and model, FLOPs, checkpoints), scheduling counters, the
@@ -51,6 +53,26 @@ def _kept_nodes(old: ClusterPlan, new: ClusterPlan, node_map: np.ndarray,
             & (old.node_spare[idx] == new.node_spare[target]))
     out[idx[~same]] = -1
     return out
+
+
+def _leaf_after(old: ClusterPlan, new: ClusterPlan, node_map: np.ndarray, leaf: int,
+                same_fabric: bool) -> int:
+    """The switch of ``new`` that the GPUs cabled to leaf switch ``leaf`` of ``old`` hang off
+    (those on nodes the change kept; a rail leaf serves one GPU of each of many nodes, so
+    nodes alone cannot say).  With none of them left: ``leaf`` itself where the fabric kept
+    its shape, else -1; -1 too when they now hang off several leaves (recabled)."""
+    n_gpus = old.n_gpus
+    gpus = np.flatnonzero(old.fabric.endpoint_leaf[:n_gpus] == leaf)
+    node = old.gpu_node()[gpus]
+    target = node_map[node]
+    index = gpus - old.node_first_gpu[node]
+    ok = target >= 0
+    ok[ok] = index[ok] < new.node_gpus[target[ok]]
+    if not ok.any():
+        return leaf if same_fabric else -1
+    moved = new.node_first_gpu[target[ok]] + index[ok]
+    leaves = np.unique(new.fabric.endpoint_leaf[moved])
+    return int(leaves[0]) if leaves.size == 1 else -1
 
 
 def _check_map(node_map, old: ClusterPlan, new: ClusterPlan) -> np.ndarray:
@@ -121,9 +143,12 @@ def replan(old, plan: ClusterPlan, node_map) -> tuple:
         if effect == "interrupt":
             mapped = node_map[np.asarray(nodes)]
             mapped = mapped[mapped >= 0]
-            if mapped.size == 0:
-                continue
-            new.reliability.carry_repair(t, mode, unit, mapped)
+            switch = -1  # a failed leaf stays failed under its id in the new fabric
+            if mode.component == "leaf" and unit >= 0:
+                switch = _leaf_after(old.plan, plan, node_map, unit, same_fabric)
+            if mapped.size == 0 and switch < 0:
+                continue  # the part went with the change: its incident closes now
+            new.reliability.carry_repair(t, mode, switch, mapped)
         elif (effect == "slow" and not same_fabric) or (effect == "throttle" and not same_rows):
             dropped += 1
             continue

@@ -124,7 +124,23 @@ class Physics:
         ctx.on(Kind.TICK, self.on_tick)
 
     def start(self) -> None:
+        """Price the cluster as it stands (power, temperatures, any routed load: a frame has
+        them from the start, not one tick later) and tick every ``tick_s`` from now on.
+
+        Until the first tick, an instant that leaves gangs running which the last refresh did
+        not see (a fresh engine's first placements) refreshes once more at its end, after the
+        scheduler's pass: the first frames of a cold start show the fleet that runs, not an
+        idle one.
+        """
+        self.refresh()
+        self.ctx.after_instant(self._first_gangs)
         self.ctx.schedule(self.ctx.now + self.tick_s, Kind.TICK)
+
+    def _first_gangs(self) -> None:
+        if self.ticks or self.throttle:  # ticking, or the last refresh priced gangs
+            return
+        if any(r.state == RUNNING for r in self.jobs.running.values()):
+            self.refresh()
 
     def on_tick(self, _=None) -> None:
         self.ticks += 1

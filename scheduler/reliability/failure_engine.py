@@ -440,15 +440,18 @@ class FailureEngine(StorageFaults):
     def carry_repair(self, t: float, mode: FailureMode, unit: int, nodes: np.ndarray | None,
                      factor: float = 1.0) -> None:
         """Hold a failure another engine had in flight (a re-plan) until its repair at ``t``:
-        ``nodes`` (this engine's ids) stay down, a fabric ``unit`` stays failed, a row stays
-        throttled, the storage stays slow by ``factor``."""
+        ``nodes`` (this engine's ids) stay down, a fabric ``unit`` stays failed (of a node
+        failure: a leaf's switch id here, else -1), a row stays throttled, the storage stays
+        slow by ``factor``."""
         effect = EFFECTS[mode.component]
         repair_s = max(0.0, t - self.ctx.now)
         if effect == "interrupt":
             nodes = np.asarray(nodes, dtype=np.int64)
             self.down_count[nodes] += 1
             self.state.set_node_flags(nodes, up=False)
-            self._push_repair(mode, -1, repair_s, nodes)
+            if mode.component == "leaf" and unit >= 0:  # as _take_down: the switch is down
+                self._mark_fabric("leaf", unit, +1)
+            self._push_repair(mode, unit, repair_s, nodes)
         elif effect == "slow":
             pod = self._pod_of_switch_unit(mode.component, unit)
             self.slowed[pod] += self._lost_share(mode.component, pod)

@@ -26,6 +26,8 @@ by source only.
 
 from __future__ import annotations
 
+import heapq
+import json
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -216,7 +218,8 @@ class IncidentBook:
         """Take over ``old``'s incidents after a re-plan (``node_map``: its node ids to this
         engine's, -1 where gone).  An open incident whose repair this engine now holds
         (``repairs``: ``(time, repair id, cause, unit)`` of its pending repairs) stays open
-        on that repair; the others resolve at ``now`` (s): their failure was not carried."""
+        on that repair; the others resolve at ``now`` (s): their failure was not carried.  A
+        failed leaf takes the switch id its repair holds here (the fabric may be renumbered)."""
         self._next_id = max(self._next_id, old._next_id)
         self.resolved_total = old.resolved_total
         self.dropped.update(old.dropped)
@@ -225,14 +228,17 @@ class IncidentBook:
         for inc in list(old.open_incidents.values()):
             inc = _remapped(inc, node_map)
             self.open_incidents[inc.id] = inc
+            leaf = inc.component == "leaf"
             match = next((r for r in free if inc.expected_repair is not None
                           and abs(r[0] - inc.expected_repair) < 1e-6 and r[2] == inc.cause
-                          and (r[3] == inc.unit or r[3] == -1)), None)
+                          and (r[3] == inc.unit or r[3] == -1 or leaf)), None)
             if match is None:
                 self._resolve(inc.id, now)
-            else:
-                free.remove(match)
-                self._by_repair[match[1]] = inc.id
+                continue
+            free.remove(match)
+            self._by_repair[match[1]] = inc.id
+            if leaf and match[3] >= 0:
+                inc.unit = inc.target_id = int(match[3])
 
 
 def _remapped(inc: Incident, node_map: np.ndarray) -> Incident:
@@ -267,16 +273,36 @@ JOBS_SHOWN = 8
 """Jobs an incident lists in the frame, most GPUs first (``jobs_count`` counts them all)."""
 RESOLVED_SHOWN = 20
 """Resolved incidents the frame lists, newest first."""
+FRAME_BYTES_MAX = 32_768
+"""Most bytes of the frame's incidents (compact JSON): the records that fit, open ones worst
+first, then resolved ones newest first; the counts always.  Every dashboard receives them each
+tick, however many incidents a storm opens (about 450 bytes a record: some 50 open and 20
+resolved ones fit)."""
+RECORD_BYTES_MAX = 2_048
+"""Most bytes of one record: past it the record lists fewer jobs (``jobs_count`` still counts
+them all), so one incident with long job names cannot take the others' room."""
+TEXT_SHOWN = 120
+"""Characters of a record's ``cause`` and ``source`` the frame carries (a mirror's cause is its
+scheduler's reason, free text)."""
+
+
+def _size(obj) -> int:
+    return len(json.dumps(obj, separators=(",", ":")))
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN - 1] + "\u2026"
 
 
 def incident_record(inc: Incident, now: float) -> dict:
-    """``inc`` at ``now`` (s) as the frame's :class:`~scheduler.frame_schema.IncidentRecord`."""
+    """``inc`` at ``now`` (s) as the frame's :class:`~scheduler.frame_schema.IncidentRecord`,
+    at most :data:`RECORD_BYTES_MAX` bytes."""
     jobs = sorted(inc.jobs.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
-    return {
+    record = {
         "id": inc.id, "component": inc.component, "unit": inc.unit,
-        "target_kind": inc.target_kind, "target_id": inc.target_id, "cause": inc.cause,
-        "source": inc.source, "drill": inc.drill, "drill_id": inc.drill_id,
-        "since": round(inc.since, 3),
+        "target_kind": inc.target_kind, "target_id": inc.target_id,
+        "cause": _short(inc.cause), "source": _short(inc.source), "drill": inc.drill,
+        "drill_id": inc.drill_id, "since": round(inc.since, 3),
         "expected_repair": None if inc.expected_repair is None else round(inc.expected_repair, 3),
         "resolved_at": None if inc.resolved_at is None else round(inc.resolved_at, 3),
         "duration_s": None if inc.resolved_at is None else round(inc.resolved_at - inc.since, 3),
@@ -289,24 +315,41 @@ def incident_record(inc: Incident, now: float) -> dict:
         "down_gpu_h": round(inc.down_gpu_s(now) / 3600.0, 4),
         "gpu_hours_lost": round(inc.gpu_hours_lost(now), 4),
     }
+    while record["jobs"] and _size(record) > RECORD_BYTES_MAX:
+        record["jobs"].pop()
+    return record
 
 
-def worst_first(incidents, now: float) -> list[Incident]:
+def worst_first(incidents, now: float, top: int | None = None) -> list[Incident]:
     """Most GPUs hit (down, and held by the jobs it hit) first, then most GPU-hours lost,
-    then the oldest."""
-    return sorted(incidents, key=lambda i: (-i.gpus_hit(), -i.gpu_hours_lost(now), i.id))
+    then the oldest; the first ``top`` (all by default)."""
+    def key(i):
+        return -i.gpus_hit(), -i.gpu_hours_lost(now), i.id
+
+    if top is None:
+        return sorted(incidents, key=key)
+    return heapq.nsmallest(top, incidents, key=key)
 
 
-def incidents_view(book: IncidentBook, now: float, top: int = 50) -> dict:
-    """The frame's :class:`~scheduler.frame_schema.Incidents`: the ``top`` worst open ones,
-    the last :data:`RESOLVED_SHOWN` resolved ones (newest first) and the counts."""
+def incidents_view(book: IncidentBook, now: float, top: int = 50,
+                   max_bytes: int = FRAME_BYTES_MAX) -> dict:
+    """The frame's :class:`~scheduler.frame_schema.Incidents`: of the ``top`` worst open ones
+    and the last :data:`RESOLVED_SHOWN` resolved ones (newest first), those that fit in
+    ``max_bytes`` with the counts (compact JSON), in that order; and the counts of all."""
     open_ = list(book.open_incidents.values())
     by_component = Counter(i.target_kind for i in open_)
-    return {
-        "open": [incident_record(i, now) for i in worst_first(open_, now)[:top]],
-        "resolved": [incident_record(i, now)
-                     for i in list(book.resolved)[::-1][:RESOLVED_SHOWN]],
-        "counts": {"open": len(open_), "open_drills": sum(i.drill for i in open_),
-                   "resolved": book.resolved_total, "resolved_kept": len(book.resolved),
-                   "open_by_kind": dict(sorted(by_component.items()))},
-    }
+    view = {"open": [], "resolved": [],
+            "counts": {"open": len(open_), "open_drills": sum(i.drill for i in open_),
+                       "resolved": book.resolved_total, "resolved_kept": len(book.resolved),
+                       "open_by_kind": dict(sorted(by_component.items()))}}
+    room = max_bytes - _size(view)
+    for key, incidents in (("open", worst_first(open_, now, top)),
+                           ("resolved", list(book.resolved)[::-1][:RESOLVED_SHOWN])):
+        for inc in incidents:
+            record = incident_record(inc, now)
+            size = _size(record) + 1  # and its comma
+            if size > room:
+                break
+            view[key].append(record)
+            room -= size
+    return view
