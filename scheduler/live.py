@@ -1,8 +1,9 @@
 """The live frame: everything the dashboard shows, as one JSON-safe dict built once per tick.
 
 The web layer adds ``type`` and ``seq`` and encodes it once for every client; this module only
-reads the engine.  Lists are capped (``top`` rows) so a frame of the 100,000-GPU preset stays
-well under 100 kB.
+reads the engine.  Lists are capped (``top`` rows, the incidents at 32 kB) so a frame of the
+100,000-GPU preset stays near 105 kB, and under 135 kB however many incidents are open
+(``bench.frame_size``).
 """
 
 from __future__ import annotations
