@@ -8,6 +8,7 @@ separate engine). Used by ``tests/web/test_run_engine_redis.py`` and ``bench/web
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -60,7 +61,10 @@ def live_env(db_path: Path, *, mode: str, redis_url: str | None = None, preset: 
                # a local twin over plain HTTP with the development key, and says so
                CLUSTERTWIN_INSECURE_DEMO="1")
     if redis_url:
+        # the published key is refused with Redis (anyone reaching it could sign frames): one
+        # key of this twin's own, shared by its processes
         env["REDIS_URL"] = redis_url
+        env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     return env
 
 

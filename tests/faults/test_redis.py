@@ -59,7 +59,7 @@ def with_db(url: str, number: int) -> str:
 
 def prefix_for(url: str) -> str:
     """The default prefix of an instance of its own (a database no other test run uses)."""
-    return broadcast.channel_prefix_default({"NAME": f"test-{uuid.uuid4().hex}"}, url)
+    return broadcast.channel_prefix(f"test-{uuid.uuid4().hex}", url)
 
 
 @pytest_asyncio.fixture
@@ -306,8 +306,8 @@ async def test_without_their_own_prefixes_two_redis_databases_would_share_messag
     await broadcast.command_send_async("pause", layer=on_0)
     assert [c["command"] for c in await inbox.commands()] == ["pause"]
     await inbox.close()
-    assert broadcast.channel_prefix_default({}, with_db(REDIS_URL, 0)) != \
-        broadcast.channel_prefix_default({}, with_db(REDIS_URL, 1))
+    assert broadcast.channel_prefix("twin", with_db(REDIS_URL, 0)) != \
+        broadcast.channel_prefix("twin", with_db(REDIS_URL, 1))
     await on_0.flush()
     await on_1.flush()
 

@@ -48,6 +48,23 @@ def in_memory_layer_check(app_configs=None, **kwargs) -> list[checks.CheckMessag
     return []
 
 
+# A deployment check: on a shared Redis the name keeps instances apart (twin.config.instance).
+@checks.register("clustertwin", deploy=True)
+def instance_name_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    from twin.config.instance import instance_name_default
+
+    name = app_setting("INSTANCE")
+    if (getattr(settings, "REDIS_URL", None)
+            and name == instance_name_default(settings.DATABASES["default"])):
+        return [checks.Warning(
+            f"REDIS_URL and no CLUSTERTWIN_INSTANCE: this instance is named {name!r} after its "
+            "database (and this host, for a database on it); a process that reaches the "
+            "database by another path or host would be another instance",
+            hint="Set CLUSTERTWIN_INSTANCE, the same in every process of this instance and in "
+            "no other's.", id="clustertwin.W005")]
+    return []
+
+
 # ----------------------------------------------------------------- production security
 # Deployment checks: `make run` and the tests are the published demo on purpose.
 @checks.register("clustertwin", checks.Tags.security, deploy=True)

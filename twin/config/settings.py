@@ -94,6 +94,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # busy_timeout) rather than failing at once with "database is locked" when a read
     # transaction tries to become a write. One writer at a time is SQLite's limit: past it,
     # move to PostgreSQL (docs/live.md).
+    # Django's backend with its JSON probe asked of the library, not of the busy file
+    # (twin/config/sqlite3/base.py)
+    DATABASES["default"]["ENGINE"] = "twin.config.sqlite3"
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",
@@ -102,6 +105,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    # Frames and commands crossing Redis are signed with a key derived from SECRET_KEY: with the
+    # published one, anyone who reaches Redis could show dashboards anything and steer the
+    # engine. The demo flag does not lift this: a demo has no Redis.
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the published development key and REDIS_URL is set: anyone who reaches "
+        "Redis could sign frames and engine commands with it; set SECRET_KEY (the same in "
+        "every process of this instance), demo flag or not")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -269,22 +280,32 @@ LOGGING = {
 # Redis: REDIS_URL may carry a password and TLS, e.g. rediss://:PASSWORD@redis.example:6380/0
 # (rediss:// checks the server's certificate against the system CAs, or against
 # ?ssl_ca_certs=/path/ca.pem; rediss://USER:PASSWORD@... with Redis ACLs). Redis pub/sub ignores
-# the database number, so this instance's channel names carry a prefix of its own: by default a
-# digest of its database plus the Redis database number (CLUSTERTWIN_CHANNEL_PREFIX overrides;
-# every process of one instance must agree). Frames and commands that cross Redis are signed
-# with a key derived from SECRET_KEY: every process of an instance shares SECRET_KEY, and the
-# clocks of web and engine hosts agree within COMMAND_MAX_AGE_S.
+# the database number, so every channel, group and key of this instance starts with
+# ct.<INSTANCE>.<Redis db number>. (twin.config.instance): CLUSTERTWIN_INSTANCE, by default
+# derived from the database taken absolutely (a SQLite file's resolved path and this host's
+# name; a server's host:port/name); every process of one instance must agree. serve and
+# run_engine claim the name on Redis while they run (expiring INSTANCE_CLAIM_S after a process
+# dies); another deployment under that name, or a second engine, is refused. Frames and
+# commands that cross Redis are signed with a key derived from SECRET_KEY (never the published
+# one: refused above): every process of an instance shares SECRET_KEY, and the clocks of web
+# and engine hosts agree within COMMAND_MAX_AGE_S.
 # Dashboard sockets (twin.sockets.consumers; close codes 4401 4403 4408 4429): sessions re-checked
 # every
 # WS_RECHECK_S wall s; WS_MESSAGES_PER_S sustained and WS_MESSAGE_BURST at once from a client;
 # WS_MAX_QUEUED_BYTES written while a client's send buffer is full, or WS_STALLED_FRAMES frames
 # in a row that find it full, close a client that does not read; a frame more than
 # WS_MAX_SEQ_JUMP ahead of the last one sent is not trusted.
-from twin.live.broadcast import channel_prefix_default  # noqa: E402
+from twin.config.instance import instance_name  # noqa: E402
+from twin.live.broadcast import channel_prefix  # noqa: E402
 
+if env_str("CLUSTERTWIN_CHANNEL_PREFIX"):
+    raise ImproperlyConfigured("CLUSTERTWIN_CHANNEL_PREFIX is no longer read: name this instance "
+                               "with CLUSTERTWIN_INSTANCE (the same in all its processes)")
+_INSTANCE = instance_name(env_str("CLUSTERTWIN_INSTANCE"), DATABASES["default"])
 CLUSTERTWIN.update({
-    "CHANNEL_PREFIX": (env_str("CLUSTERTWIN_CHANNEL_PREFIX")
-                       or channel_prefix_default(DATABASES["default"], REDIS_URL)),
+    "INSTANCE": _INSTANCE,
+    "CHANNEL_PREFIX": channel_prefix(_INSTANCE, REDIS_URL),
+    "INSTANCE_CLAIM_S": env_float("CLUSTERTWIN_INSTANCE_CLAIM_S", 30.0, minimum=1.0),
     "COMMAND_MAX_AGE_S": env_float("CLUSTERTWIN_COMMAND_MAX_AGE_S", 60.0, minimum=1.0),
     "WS_RECHECK_S": env_float("CLUSTERTWIN_WS_RECHECK_S", 10.0, minimum=0.01),
     "WS_MESSAGES_PER_S": env_float("CLUSTERTWIN_WS_MESSAGES_PER_S", 5.0, minimum=0.01),

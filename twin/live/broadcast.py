@@ -19,14 +19,13 @@ one instance's messages do not verify on another that shares the key) and checke
 anyone who can reach Redis can publish to its channels. Commands also carry their issue time
 and a nonce, so a captured one cannot be replayed. What does not verify is dropped, logged once
 per kind and counted (:func:`refused_counts`). Redis pub/sub ignores database numbers: the
-per-instance prefix (:func:`channel_prefix_default`) is what keeps two instances on one server
-apart.
+instance's prefix (:func:`channel_prefix`, from its name: :mod:`twin.config.instance`) is what
+keeps two instances on one server apart.
 """
 
 from __future__ import annotations
 
 import collections
-import hashlib
 import inspect
 import json
 import logging
@@ -316,30 +315,21 @@ def refused_counts() -> dict[str, int]:
     return dict(_refused)
 
 
-def channel_prefix_default(database: dict, redis_url: str | None) -> str:
-    """This instance's channel-name prefix on a shared Redis: ``ct.<digest>.<n>.``.
+def channel_prefix(instance: str, redis_url: str | None) -> str:
+    """The prefix of every channel, group and key of ``instance`` on Redis: ``ct.<name>.<n>.``.
 
-    The digest is of the database the instance runs on (engine, host, port, name), ``n`` the
-    Redis database number of ``redis_url`` (path or ``?db=``). Redis pub/sub ignores database
-    numbers, so without a prefix of their own two instances on one server exchange frames.
+    ``n`` is the Redis database number of ``redis_url`` (path or ``?db=``): Redis pub/sub
+    ignores database numbers, so one name on two databases still needs two prefixes.
 
-    >>> db = {"ENGINE": "django.db.backends.postgresql", "HOST": "pg", "PORT": 5432,
-    ...       "NAME": "twin"}
-    >>> a = channel_prefix_default(db, "redis://redis:6379/0")
-    >>> a == channel_prefix_default(db, "redis://:secret@redis:6379/0"), a.endswith(".0.")
-    (True, True)
-    >>> a == channel_prefix_default(db, "redis://redis:6379/1")
-    False
-    >>> a == channel_prefix_default({**db, "NAME": "twin-staging"}, "redis://redis:6379/0")
-    False
+    >>> a = channel_prefix("twin-prod", "redis://redis:6379/0")
+    >>> a, a == channel_prefix("twin-prod", "redis://:secret@redis:6379/0")
+    ('ct.twin-prod.0.', True)
+    >>> channel_prefix("twin-prod", "redis://redis:6379/1"), channel_prefix("twin-prod", None)
+    ('ct.twin-prod.1.', 'ct.twin-prod.0.')
     """
-    identity = "|".join(str(database.get(k) or "") for k in ("ENGINE", "HOST", "PORT", "NAME"))
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
     number = 0
     if redis_url:
         url = urlsplit(redis_url)
         given = parse_qs(url.query).get("db", [url.path.strip("/")])[0]
         number = int(given) if given.isdigit() else 0
-    return f"ct.{digest}.{number}."
-
-
+    return f"ct.{instance}.{number}."

@@ -10,6 +10,7 @@ import signal
 import time
 
 from scheduler.presets import PRESETS
+from twin.config import instance
 from twin.config.checks import IN_MEMORY_LAYER, channel_layer_backend
 from twin.live.driver import EngineDriver, EngineStartError
 from twin.live.engine_commands import SPEED_MAX
@@ -42,6 +43,7 @@ class Command(OneLineCommand):
 
     def handle(self, *args, **opts):
         speed = None if opts["speed"] is None else _speed(opts["speed"])
+        instance.claim_or_exit(engine=True)
         if channel_layer_backend() == IN_MEMORY_LAYER:
             self.stderr.write("warning: in-memory channel layer: no web process will see these "
                               "frames (set REDIS_URL)")

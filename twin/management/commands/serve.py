@@ -6,6 +6,7 @@ frames come from ``manage.py run_engine`` through Redis; with ``off`` there is n
 """
 
 from twin import app_setting
+from twin.config import instance
 from twin.management.one_line import OneLineCommand, refuse
 
 MODES = {"embedded": "the live engine starts with the server",
@@ -34,6 +35,7 @@ class Command(OneLineCommand):
 
     def handle(self, *args, **opts):
         port = _port(str(opts["port"]))
+        instance.claim_or_exit(engine=app_setting("ENGINE_MODE") == "embedded")
         from twin.config.asgi import application
         from twin.config.serving import server_build
         from twin.mirror.poller import live_driver
