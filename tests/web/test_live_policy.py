@@ -49,7 +49,7 @@ def test_a_policy_the_twin_cannot_run_is_one_startup_error(knobs, knob, message)
     with pytest.raises(LivePolicyError, match=message.replace("(", r"\(")):
         live_policy()
     [error] = live_policy_check()
-    assert error.level == checks.ERROR and error.id == "clustertwin.E002"
+    assert error.level == checks.ERROR and error.id == "clustertwin.E003"
     assert error.msg.startswith(message)
 
 

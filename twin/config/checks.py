@@ -32,7 +32,7 @@ def live_policy_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     try:
         live_policy()
     except LivePolicyError as exc:
-        return [checks.Error(str(exc), hint="See docs/slurm_policy.md.", id="clustertwin.E002")]
+        return [checks.Error(str(exc), hint="See docs/slurm_policy.md.", id="clustertwin.E003")]
     return []
 
 
