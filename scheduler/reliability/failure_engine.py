@@ -440,9 +440,8 @@ class FailureEngine(StorageFaults):
     def carry_repair(self, t: float, mode: FailureMode, unit: int, nodes: np.ndarray | None,
                      factor: float = 1.0) -> None:
         """Hold a failure another engine had in flight (a re-plan) until its repair at ``t``:
-        ``nodes`` (this engine's ids) stay down, a fabric ``unit`` stays failed (of a node
-        failure: a leaf's switch id here, else -1), a row stays throttled, the storage stays
-        slow by ``factor``."""
+        ``nodes`` (this engine's ids) stay down, a fabric ``unit`` stays failed (a leaf's
+        switch id here, else -1), a row throttled, the storage slow by ``factor``."""
         effect = EFFECTS[mode.component]
         repair_s = max(0.0, t - self.ctx.now)
         if effect == "interrupt":
