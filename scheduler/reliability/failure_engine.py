@@ -2,13 +2,13 @@
 
 Each failure mode is a renewal process over all units of its component with its own child
 random stream (adding a mode does not shift another's draws): exponential gaps by default,
-Weibull of the same mean with ``weibull_shape``.  A failure hits one unit chosen uniformly;
-what it does follows :data:`scheduler.reliability.failures.EFFECTS`.  Software faults and planned
+Weibull of the same mean with ``weibull_shape``.  A failure hits one unit chosen uniformly; what
+it does follows :data:`scheduler.reliability.failures.EFFECTS`.  Software faults and planned
 maintenance only happen where training runs (a draw on an idle node is discarded); a job-level
-mode draws over one slot per GPU and hits the running gang in that slot (thinning: each running
-gang meets the mode's rate whatever its size).  A failure that lands on a gang already stopped
-by an earlier one (hung until detected) is counted in ``while_down``, not dropped.
-Nodes that fail :data:`LEMON_FAILURES` times within :data:`LEMON_WINDOW_S` are quarantined.
+mode draws over one slot per GPU and hits the running gang in that slot (thinning: each gang
+meets the mode's rate whatever its size).  A failure on a gang already stopped by an earlier one
+(hung until detected) is counted in ``while_down``, not dropped.  Nodes that fail
+:data:`LEMON_FAILURES` times within :data:`LEMON_WINDOW_S` are quarantined.
 """
 
 from __future__ import annotations
