@@ -78,8 +78,7 @@ class FailureEngine(StorageFaults):
         self.lemons: list[int] = []
         self.slowed: Counter = Counter()   # pod -> lost uplink share (spine/link failures)
         self.throttled_racks: Counter = Counter()
-        # what the fabric and power physics read: failed switches and links, rows without
-        # (part of) their cooling
+        # what the fabric and power physics read: failed switches, links, cooling of rows
         self.failed_switches: Counter = Counter()
         self.failed_links: Counter = Counter()
         self.cooling_lost: Counter = Counter()
