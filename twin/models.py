@@ -30,6 +30,8 @@ from twin.live.models import (  # noqa: F401
     EngineEvent,
     EngineHealth,
     EngineSnapshot,
+    EntityChunk,
+    EntitySample,
     HistorySample,
     LiveState,
 )

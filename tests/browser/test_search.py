@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.browser.conftest import log_in, wait_live
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -16,17 +17,12 @@ pytestmark = pytest.mark.browser
 def a_running_job(page) -> dict:
     """A running job of the live twin as ``/api/jobs/<name>`` shows it (nodes, racks); jobs
     end between two requests, so it asks until one answers."""
-    for _ in range(60):
-        job = page.evaluate(
-            "async () => { const b = await (await fetch('/api/jobs')).json();"
-            " for (const j of b.running_jobs) {"
-            "  const r = await fetch('/api/jobs/' + encodeURIComponent(j.name));"
-            "  if (r.ok) return await r.json(); }"
-            " return null; }")
-        if job:
-            return job
-        page.wait_for_timeout(1000)
-    raise AssertionError("no job ran in the live twin within a minute")
+    return wait_until(lambda: page.evaluate(
+        "async () => { const b = await (await fetch('/api/jobs')).json();"
+        " for (const j of b.running_jobs) {"
+        "  const r = await fetch('/api/jobs/' + encodeURIComponent(j.name));"
+        "  if (r.ok) return await r.json(); }"
+        " return null; }"), timeout=120, what="a job running in the live twin")
 
 
 def test_a_search_hit_opens_its_page(server, page):
@@ -54,7 +50,7 @@ def test_rack_to_node_to_gpu_to_job_to_tenant_and_back(server, page):
         job = a_running_job(page)
         node = job["node_ids"][0]
         rack = job["racks"][0]["id"]
-        page.goto(f"{server}/topology/?rack={rack}")  # the rack, as search and pages link it
+        page.goto(f"{server}/racks/{rack}/")  # the rack, as search and pages link it
         page.click(f"#rack-nodes a[href='/nodes/{node}/']")
         page.wait_for_url(f"{server}/nodes/{node}/")
         # a GPU's row -> the job holding that GPU (a gang may hold only part of the node)
@@ -83,5 +79,5 @@ def test_rack_to_node_to_gpu_to_job_to_tenant_and_back(server, page):
     page.click(f"#job-nodes a[href='/nodes/{node}/']")  # job -> node
     page.wait_for_url(f"{server}/nodes/{node}/")
     page.click("#node-rack")  # node -> rack
-    page.wait_for_url(f"{server}/topology/?rack={rack}")
+    page.wait_for_url(f"{server}/racks/{rack}/")
     page.wait_for_selector(f"#rack-nodes a[href='/nodes/{node}/']")

@@ -58,7 +58,7 @@ def test_a_running_job_lists_its_nodes_with_links_its_tenant_and_its_timeline(li
     assert 'href="/nodes/0/">tiny-n000000' in html and 'href="/nodes/1/">tiny-n000001' in html
     assert 'href="/nodes/2/"' not in html  # serve-2's node
     assert 'href="/tenants/acme/"' in html
-    assert 'href="/topology/?rack=0"' in html
+    assert 'href="/racks/0/"' in html
     assert "train-7 checkpointed" in html and "train-7 started" in html
     assert "other started" not in html
     assert html.index("train-7 checkpointed") < html.index("train-7 started")  # newest first
@@ -82,7 +82,7 @@ def test_a_node_page_shows_live_gpu_status_the_job_on_it_its_rack_and_its_leaf(l
     row2 = html[html.index('id="gpu-2"'):html.index('id="gpu-3"')]
     assert "<td>down</td>" in row3 and "<td>up</td>" in row2  # GPU 19 = node 2's first (16) + 3
     assert 'href="/jobs/serve-2/"' in row2 and "train-7" not in row2
-    assert 'id="node-rack" href="/topology/?rack=' in html
+    assert 'id="node-rack" href="/racks/' in html
     assert 'href="/switches/' in html
     assert 'href="/nodes/3/">tiny-n000003' in html  # a node in the same rack
     assert "<strong>tiny-n000002</strong>" in html

@@ -12,12 +12,13 @@ TABLES = {
     "twin_accelerator", "twin_acceleratormodel", "twin_alert", "twin_alertrule",
     "twin_auditentry", "twin_cloudpool", "twin_cluster", "twin_coolingloop", "twin_datahall",
     "twin_drill", "twin_enginecommand", "twin_engineevent", "twin_enginesnapshot",
-    "twin_historysample", "twin_link", "twin_livestate", "twin_node", "twin_powerfeed",
+    "twin_entitychunk", "twin_entitysample", "twin_historysample", "twin_link",
+    "twin_livestate", "twin_node", "twin_powerfeed",
     "twin_rack", "twin_silence", "twin_site", "twin_storagesystem", "twin_study", "twin_studyrun",
     "twin_switch", "twin_whatif",
 }
 """The tables of the release before the packages (ddaa64d), by name, and those added since
-(``twin_silence``: issue 27)."""
+(``twin_silence``, ``twin_entitysample`` and ``twin_entitychunk``: issue 27)."""
 
 
 def test_every_model_keeps_its_app_label_and_table():

@@ -34,7 +34,7 @@ def hits(client, q) -> dict:
     ("tiny-n000002:3", "gpu", ("tiny-n000002:3", "/nodes/2/#gpu-3")),
     ("H100-SXM-tiny-000019", "gpu", ("tiny-n000002:3", "/nodes/2/#gpu-3")),
     ("spine-00024", "switch", ("spine-00024", "/switches/24/")),
-    ("tiny-rack-00001", "rack", ("tiny-rack-00001", "/topology/?rack=1")),
+    ("tiny-rack-00001", "rack", ("tiny-rack-00001", "/racks/1/")),
     ("train-7", "job", ("train-7", "/jobs/train-7/")),
     ("big", "job", ("big-9", "/jobs/big-9/")),
     ("acm", "tenant", ("acme", "/tenants/acme/")),
@@ -95,7 +95,7 @@ def test_an_id_finds_what_each_kind_numbers_first(live, login):
     ("gpu 19", "gpu", ("tiny-n000002:3", "/nodes/2/#gpu-3")),
     ("leaf 10", "switch", ("leaf-00010", "/switches/10/")),
     ("spine 0", "switch", ("spine-00024", "/switches/24/")),
-    ("rack 1", "rack", ("tiny-rack-00001", "/topology/?rack=1")),
+    ("rack 1", "rack", ("tiny-rack-00001", "/racks/1/")),
 ])
 def test_the_event_log_s_component_words_find_the_thing_by_name(live, login, q, kind, hit):
     assert hits(login("operator"), q)[kind][0] == hit

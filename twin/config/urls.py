@@ -13,6 +13,7 @@ from twin.control import views as control_views
 from twin.metrics import views as metrics_views
 from twin.pages import entities as pages_entities
 from twin.pages import incidents as pages_incidents
+from twin.pages import rack as pages_rack
 from twin.pages import views as pages_views
 from twin.studies import views as studies_views
 from twin.studies import whatif_views
@@ -75,6 +76,7 @@ urlpatterns = [
     path("api/drills/<engine_id:pk>/end", control_views.api_drill_end, name="api-drill-end"),
     path("nodes/<engine_id:index>/", pages_entities.node_page, name="node"),
     path("switches/<engine_id:index>/", pages_entities.switch_page, name="switch"),
+    path("racks/<engine_id:index>/", pages_rack.rack_page, name="rack"),
     path("tenants/<str:name>/", pages_entities.tenant_page, name="tenant"),
     path("alerts/", alerts_views.alerts_page, name="alerts"),
     path("alerts/<engine_id:pk>/ack", alerts_views.alert_ack_form, name="alert-ack"),

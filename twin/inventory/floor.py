@@ -39,7 +39,8 @@ def rack_floor_map(*, cluster: Cluster) -> dict:
 
 def rack_detail(*, cluster: Cluster, index: int) -> dict | None:
     """Rack ``index`` (the core's id) and its nodes, or None if there is no such rack."""
-    rack = next(iter(_racks(cluster).select_related("hall")[index:index + 1]), None)
+    rack = next(iter(_racks(cluster).select_related("hall", "cooling_loop", "power_feed")
+                     [index:index + 1]), None)
     if rack is None:
         return None
     hall_index, rows_per_hall = _floor_geometry(cluster)
@@ -49,6 +50,8 @@ def rack_detail(*, cluster: Cluster, index: int) -> dict | None:
     return {
         "id": index, "name": rack.name, "hall": rack.hall.name, "row": rack.row,
         "column": rack.column, "power_capacity_kw": rack.power_capacity_kw,
+        "cooling_loop": rack.cooling_loop.name if rack.cooling_loop else None,
+        "power_feed": rack.power_feed.name if rack.power_feed else None,
         "cell": [hall_index[rack.hall_id] * rows_per_hall + rack.row, rack.column],
         "nodes": [{"pk": n["pk"], "hostname": n["hostname"], "slot": n["slot"],
                    "model": n["accelerator_model__name"], "gpus": n["accelerator_count"],

@@ -75,7 +75,7 @@ def switch_url(index: int) -> str:
 
 
 def rack_url(rack: int) -> str:
-    return f"/topology/?rack={rack}"
+    return f"/racks/{rack}/"
 
 
 @dataclass(frozen=True)

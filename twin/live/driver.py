@@ -343,6 +343,7 @@ class EngineDriver:
         engine = self.host.engine
         engine.run_until(engine.now + advance)
         self.publisher.placement = live_placement(engine)
+        self.publisher.entities_take(engine)
         return live_frame(engine)
 
     async def snapshot(self) -> int | None:

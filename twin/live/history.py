@@ -17,6 +17,7 @@ milliseconds.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from django.db.models import FloatField
@@ -178,11 +179,40 @@ def series(*, run: str, metric: str, t_from: float | None = None, t_to: float | 
     value = Cast(KeyTextTransform(metric, "values"), FloatField())
     got = list(rows.order_by("t_sim").annotate(v=value).filter(v__isnull=False)
                .values_list("t_sim", "v", "pk"))
+    t = np.array([g[0] for g in got], dtype=float)
+    v = np.array([g[1] for g in got], dtype=float)
+    points = aggregate(t, v, t_from=t_from, t_to=t_to, bucket=bucket)
+    label, unit = names.get(metric, (metric, ""))
+    return answer(metric=metric, label=label, unit=unit, wall_clock=wall_clock, points=points,
+                  wall=_walls([got[i][2] for i in points.last_of.tolist()]))
+
+
+@dataclass(frozen=True)
+class Points:
+    """A series as answered: ``t`` (each point's time or bucket start, s), ``v`` (the mean),
+    ``lo``/``hi`` (extremes), ``n`` (samples per point), ``last_of`` (the index of each
+    point's last sample among those given) and the ``bucket`` width (``None``: as recorded)."""
+
+    t: np.ndarray
+    v: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    n: np.ndarray
+    last_of: np.ndarray
+    bucket: float | None
+
+
+def aggregate(t: np.ndarray, v: np.ndarray, *, t_from: float | None, t_to: float | None,
+              bucket: float | None) -> Points:
+    """Samples ``v`` at times ``t`` (s, ascending) as :func:`series` answers them: as
+    recorded when they fit in :data:`MAX_POINTS` (or ``bucket`` is no coarser than the
+    samples), else one point per bucket of simulated time (aligned to multiples of its width;
+    :func:`bucket_for` when ``bucket`` is ``None``).  ``ValueError`` for a bucket too narrow
+    for the span."""
     recorded = app_setting("HISTORY_STEP_S")
     span = 0.0
-    if got:
-        span = ((t_to if t_to is not None else got[-1][0])
-                - (t_from if t_from is not None else got[0][0]))
+    if t.size:
+        span = ((t_to if t_to is not None else t[-1]) - (t_from if t_from is not None else t[0]))
     if bucket is None:
         bucket = bucket_for(span)
     elif span / bucket + 2 > MAX_POINTS:
@@ -190,30 +220,29 @@ def series(*, run: str, metric: str, t_from: float | None = None, t_to: float | 
                          f"{span:g} s; use at least {math.ceil(span / (MAX_POINTS - 2))}")
     elif bucket <= recorded:
         bucket = None
-    t = np.array([g[0] for g in got], dtype=float)
-    v = np.array([g[1] for g in got], dtype=float)
-    if bucket is None or not got:
-        last_of = np.arange(len(got))
-        lo = hi = mean = v
-        n = np.ones(len(got), dtype=int)
-        t_out = t
-    else:
-        index = np.floor(t / bucket)
-        first = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-        n = np.diff(np.r_[first, len(got)])
-        last_of = first + n - 1
-        mean = np.add.reduceat(v, first) / n
-        lo, hi = np.minimum.reduceat(v, first), np.maximum.reduceat(v, first)
-        t_out = index[first] * bucket
-    label, unit = names.get(metric, (metric, ""))
+    if bucket is None or not t.size:
+        return Points(t, v, v, v, np.ones(t.size, dtype=int), np.arange(t.size), None)
+    index = np.floor(t / bucket)
+    first = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    n = np.diff(np.r_[first, t.size])
+    return Points(index[first] * bucket, np.add.reduceat(v, first) / n,
+                  np.minimum.reduceat(v, first), np.maximum.reduceat(v, first), n,
+                  first + n - 1, bucket)
+
+
+def answer(*, metric: str, label: str, unit: str, wall_clock: bool, points: Points,
+           wall: list[str]) -> dict:
+    """The JSON of a series (:func:`series`; ``wall``: when each point's last sample was
+    recorded, ISO)."""
+    recorded = app_setting("HISTORY_STEP_S")
     return {"metric": metric, "label": label, "unit": unit,
             "clock": "wall clock" if wall_clock else "simulated seconds",
-            "aggregate": "bucket mean, min, max" if bucket else "as recorded",
-            "step_s": bucket or recorded, "recorded_step_s": recorded,
+            "aggregate": "bucket mean, min, max" if points.bucket else "as recorded",
+            "step_s": points.bucket or recorded, "recorded_step_s": recorded,
             "max_points": MAX_POINTS,
-            "t": [round(x, 3) for x in t_out.tolist()], "v": mean.tolist(),
-            "min": lo.tolist(), "max": hi.tolist(), "n": n.tolist(),
-            "wall": _walls([got[i][2] for i in last_of.tolist()])}
+            "t": [round(x, 3) for x in points.t.tolist()], "v": points.v.tolist(),
+            "min": points.lo.tolist(), "max": points.hi.tolist(), "n": points.n.tolist(),
+            "wall": wall}
 
 
 def _walls(pks: list[int]) -> list[str]:

@@ -159,3 +159,49 @@ class HistorySample(models.Model):
 
     def __str__(self) -> str:
         return f"history of {self.run} at t={self.t_sim:.0f} s"
+
+
+class EntitySample(models.Model):
+    """One kind's per-entity figures (``scheduler.physics.entity_figures``) at one simulated
+    time, packed as arrays (``twin.live.entity_history``): the newest samples, folded into
+    :class:`EntityChunk` rows once enough have gathered."""
+
+    run = models.CharField(max_length=120, help_text="The run's key (as the event log's)")
+    kind = models.CharField(max_length=8)
+    t_sim = models.FloatField("simulated time s")
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    metrics = models.CharField(max_length=200, help_text="The figures packed, comma-separated")
+    ids = models.BinaryField(blank=True, default=b"", help_text="Jobs: their names, packed")
+    data = models.BinaryField(help_text="Each figure's values, one per entity, packed")
+
+    class Meta:
+        ordering = ["run", "kind", "t_sim"]
+        indexes = [models.Index(fields=["run", "kind", "t_sim"], name="entity_sample_run_t")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} figures of {self.run} at t={self.t_sim:.0f} s"
+
+
+class EntityChunk(models.Model):
+    """One figure of a block of entities over consecutive samples (``twin.live.entity_history``):
+    what reading one entity's month touches is a few dozen of these, not every sample."""
+
+    run = models.CharField(max_length=120)
+    kind = models.CharField(max_length=8)
+    metric = models.CharField(max_length=24)
+    block = models.IntegerField(help_text="Entity ids block // size; jobs: a hash of the name")
+    t_first = models.FloatField("first sample, simulated s")
+    t_last = models.FloatField("last sample, simulated s")
+    times = models.BinaryField(help_text="Each sample's simulated and wall time, packed")
+    ids = models.BinaryField(blank=True, default=b"", help_text="Jobs: their names, packed")
+    data = models.BinaryField(help_text="Samples x entities, packed")
+
+    class Meta:
+        ordering = ["run", "kind", "metric", "block", "t_first"]
+        indexes = [models.Index(fields=["run", "kind", "metric", "block", "t_first"],
+                                name="entity_chunk_run_block_t"),
+                   models.Index(fields=["run", "t_last"], name="entity_chunk_run_last")]
+
+    def __str__(self) -> str:
+        return (f"{self.kind} {self.metric} block {self.block} of {self.run}, "
+                f"t={self.t_first:.0f}-{self.t_last:.0f} s")

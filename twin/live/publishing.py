@@ -15,7 +15,9 @@ import logging
 
 from channels.db import database_sync_to_async
 
-from twin.live import broadcast, history, services
+from scheduler.physics.entity_figures import EntitySample, entity_sample
+from twin import app_setting
+from twin.live import broadcast, entity_history, history, services
 
 logger = logging.getLogger("twin.live.driver")
 
@@ -40,6 +42,8 @@ class Publisher:
         self.last_error = ""
         self.placement: dict | None = None  # the last step's live_placement
         self.events_saved = 0  # engine log lines kept in the database so far
+        self.entities: EntitySample | None = None  # taken by the last step, not yet kept
+        self.entities_last = float("-inf")  # simulated time of the newest one kept
         self._flushing = asyncio.Lock()  # a command's flush and a step's never interleave
 
     def failed(self, exc: BaseException) -> None:
@@ -65,7 +69,29 @@ class Publisher:
             await broadcast.frame_publish(frame, self.seq, t, layer=self.layer)
         except Exception:
             logger.exception("live engine: could not write or publish frame %d", self.seq)
+        await self._entities_keep()
         return frame
+
+    def entities_take(self, engine) -> None:
+        """In the engine's thread, after a step: take the per-entity figures
+        (:func:`~scheduler.physics.entity_figures.entity_sample`) when a sample is due, as
+        far as this process knows (``HISTORY_STEP_S`` since the newest one kept, or the
+        clock went back); :meth:`publish` keeps them."""
+        since = engine.now - self.entities_last
+        if since >= app_setting("HISTORY_STEP_S") or since < 0:
+            self.entities = entity_sample(engine)
+
+    async def _entities_keep(self) -> None:
+        sample, self.entities = self.entities, None
+        if sample is None:
+            return
+        run = self.host.log_key
+        try:
+            await database_sync_to_async(entity_history.record)(run=run, sample=sample)
+            self.entities_last = entity_history.newest_kept(run)
+        except Exception:
+            logger.exception("live engine: could not keep the entities' figures at t=%.0f s",
+                             sample.t)
 
     async def events_resume(self) -> None:
         """Count the engine's log lines already kept (after a start, restore or rebuild), and
@@ -74,6 +100,10 @@ class Publisher:
         if samples:
             await database_sync_to_async(history.backfill)(run=self.host.log_key,
                                                            samples=samples)
+            # a fresh engine: the entities' figures of the future it replaces go too
+            await database_sync_to_async(entity_history.forget_after)(run=self.host.log_key,
+                                                                      t=samples[0][0])
+        self.entities_last = float("-inf")
         self.events_saved = await database_sync_to_async(services.engine_events_resume)(
             inventory=self.host.log_key, have=self.host.engine.kernel.logged)
 

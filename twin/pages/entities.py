@@ -15,18 +15,25 @@ from django.views.decorators.http import require_GET
 from scheduler.frame_schema import StoredFrame
 from scheduler.limits.bounds import JOB_PRIORITY
 from scheduler.placement_schema import LivePlacement, PlacedJob
-from twin.api import events as event_log
-from twin.api.events import EventFilters
 from twin.control import actions as services_actions
 from twin.control import selectors as control_selectors
 from twin.inventory import selectors as inventory_selectors
 from twin.inventory.models import Cluster
-from twin.inventory.names import Named, Names
+from twin.inventory.names import Names
 from twin.live import selectors as live_selectors
 from twin.live.models import LiveState
 from twin.mirror.node_telemetry import measured_node
 from twin.pages import event_rows, search
 from twin.pages.columns import job_gpu_ranges, node_gpu_rows
+from twin.pages.entity_charts import entity_charts
+from twin.pages.entity_incidents import Involves, entity_incidents
+from twin.pages.entity_state import (
+    incident_of,
+    job_state,
+    state_history,
+    state_line,
+    tenant_state,
+)
 
 NODES_SHOWN = 200
 """A job's nodes listed on its page; a 12,000-node gang says how many more."""
@@ -42,7 +49,7 @@ def _live() -> tuple[LiveState | None, LivePlacement | None, StoredFrame | None]
     return live, live.placement, live.frame
 
 
-def _cluster() -> Cluster:
+def cluster_or_404() -> Cluster:
     cluster = live_selectors.cluster_current()
     if cluster is None:
         raise Http404("no cluster built yet; run build_cluster")
@@ -116,64 +123,22 @@ def job_page(request, name: str):
     if job is None:
         raise Http404(f"no job {name!r} in the live twin (now or in its event log)")
     cluster = live_selectors.cluster_current()
+    _, _, frame = _live()
     return render(request, "twin/job.html", {
         "name": name, **job, **_job_nodes(cluster, job["placed"]),
         "timeline_rows": event_rows.named(job["timeline"]["events"], names=Names(cluster),
                                           page_of=name),
         **control_selectors.job_actions_get(name=name, job=job, user=request.user),
-        "not_reported": NOT_REPORTED, "priority_bound": JOB_PRIORITY})
-
-
-# ----------------------------------------------------------------- state, cause, history
-HISTORY_SHOWN = 20
-"""State changes listed on a node, switch or rack page."""
-
-
-def _incident_of(frame: StoredFrame | None, *, node: int | None = None,
-                 target: tuple[str, int] | None = None) -> dict | None:
-    """The open incident (the frame's, worst first) that is about ``target`` (its
-    ``target_kind`` and engine ``target_id``) or took ``node`` down; ``None`` when none."""
-    incidents = ((frame or {}).get("incidents") or {}).get("open") or []
-    for i in incidents:
-        if target is not None and (i["target_kind"], i["target_id"]) == target:
-            return i
-    for i in incidents:
-        if node is not None and node in i["nodes"]:
-            return i
-    return None
-
-
-def _history(named: Named | None, names: Names) -> dict:
-    """The stored log's latest events about ``named`` under every name the core logs it by
-    (``host 5``, ``node 5`` ...), newest first, by name and linked."""
-    live = live_selectors.live_state_get()
-    if live is None or named is None:
-        return {"rows": [], "total": 0, "query": ""}
-    filters = EventFilters(component=named.name, components=tuple(names.aliases(named)))
-    page = event_log.events_page(inventory=live.inventory, filters=filters, page=1,
-                                 per_page=HISTORY_SHOWN)
-    return {"rows": event_rows.named(page["events"], names=names), "total": page["total"],
-            "query": filters.query(routine_default=True)}
-
-
-def _state(live_status: str, incident: dict | None, history: dict) -> dict:
-    """What the page's status line says: the status (its CSS class ``status-<status>``),
-    the cause and since (the open incident's, else the latest state change logged) and the
-    expected repair (simulated s; ``None``: not known)."""
-    latest = history["rows"][0] if history["rows"] and live_status != "up" else None
-    if incident is not None:
-        return {"status": live_status, "cause": incident["cause"].replace("_", " "),
-                "since": incident["since"], "expected_repair": incident["expected_repair"],
-                "incident": incident, "drill": incident["drill"]}
-    return {"status": live_status, "cause": latest["text"] if latest else "",
-            "since": latest["t"] if latest else None, "expected_repair": None,
-            "incident": None, "drill": False}
+        "not_reported": NOT_REPORTED, "priority_bound": JOB_PRIORITY,
+        "state_line": job_state(job, frame, name),
+        "incidents": entity_incidents(Involves(jobs=frozenset({name}))),
+        "charts": entity_charts(kind="job", entity_id=name, frame=frame)})
 
 
 # ----------------------------------------------------------------- a node
 @require_GET
 def node_page(request, index: int):
-    cluster = _cluster()
+    cluster = cluster_or_404()
     detail = inventory_selectors.node_detail_get(cluster=cluster, index=index)
     if detail is None:
         raise Http404(f"node {index} does not exist in cluster {cluster.name}")
@@ -188,19 +153,25 @@ def node_page(request, index: int):
                                         accelerators=detail["accelerators"],
                                         links=detail["links"], now=now)
     names = Names(cluster)
-    history = _history(names.node(index), names)
+    history = state_history(names.node(index), names)
+    first = detail["first_gpu"]
+    involves = Involves(nodes=frozenset({index}), gpus=(first, first + node["gpus"]),
+                        racks=frozenset({node["rack"]}),
+                        switches=frozenset(link["switch_index"] for link in detail["links"]))
     return render(request, "twin/node.html", {
         "node": node, "rack_nodes": detail["rack_nodes"], **live, "history": history,
-        "state": _state(live["live_status"], _incident_of(frame, node=index), history),
+        "state": state_line(live["live_status"], incident_of(frame, node=index), history),
         "holders_reported": holders_reported, "telemetry_missing": telemetry_missing,
         "measured": measured_node(node["hostname"], node["gpus"]),
-        "can_act": services_actions.can_act(request.user)})
+        "can_act": services_actions.can_act(request.user),
+        "incidents": entity_incidents(involves),
+        "charts": entity_charts(kind="node", entity_id=index, frame=frame)})
 
 
 # ----------------------------------------------------------------- a switch
 @require_GET
 def switch_page(request, index: int):
-    cluster = _cluster()
+    cluster = cluster_or_404()
     detail = inventory_selectors.switch_detail_get(cluster=cluster, index=index)
     if detail is None:
         raise Http404(f"switch {index} does not exist in cluster {cluster.name}")
@@ -209,16 +180,19 @@ def switch_page(request, index: int):
                                           links=detail["links"])
     names = Names(cluster)
     named = names.switch(index)
-    history = _history(named, names)
+    history = state_history(named, names)
     position = names.switch_position(index)
-    incident = (_incident_of(frame, target=("switch", position))
+    incident = (incident_of(frame, target=("switch", position))
                 if position is not None else None)
     status = live["live_status"]
     if status == "up" and any(link["live"] != "up" for link in live["links"]):
         status = "degraded"
     return render(request, "twin/switch.html", {
         "switch": detail["switch"], **live, "history": history,
-        "state": _state(status, incident, history)})
+        "state": state_line(status, incident, history),
+        "incidents": entity_incidents(Involves(
+            switches=frozenset({index}), switch_names=frozenset({detail["switch"]["name"]}))),
+        "charts": entity_charts(kind="switch", entity_id=index, frame=frame)})
 
 
 # ----------------------------------------------------------------- a tenant
@@ -227,4 +201,8 @@ def tenant_page(request, name: str):
     tenant = live_selectors.tenant_live_get(name=name)
     if tenant is None:
         raise Http404(f"no tenant {name!r} in the live twin")
-    return render(request, "twin/tenant.html", {"name": name, **tenant})
+    jobs = frozenset([n for n, _ in tenant["running"]] + [q["name"] for q in tenant["queued"]])
+    incidents = entity_incidents(Involves(jobs=jobs))
+    return render(request, "twin/tenant.html", {
+        "name": name, **tenant, "incidents": incidents,
+        "state": tenant_state(tenant, incidents["open_total"])})
