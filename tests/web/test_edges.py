@@ -246,11 +246,11 @@ def test_an_admin_switch_links_the_switch_page_of_its_index(clusters, admin_):
     assert switch.name in admin_.get(f"/switches/{switch.index}/").content.decode()
 
 
-def test_an_admin_rack_links_its_place_on_the_rack_floor(clusters, admin_):
+def test_an_admin_rack_links_its_live_page(clusters, admin_):
     _, live = clusters
     rack = m.Rack.objects.filter(hall__site__cluster=live).order_by("id")[1]
     html = admin_.get(f"/admin/twin/rack/{rack.pk}/change/").content.decode()
-    assert view_on_site(html) == f"/topology/?rack={EngineIds(live).rack(rack.pk)}"
+    assert view_on_site(html) == f"/racks/{EngineIds(live).rack(rack.pk)}/"
 
 
 def test_an_admin_gpu_shows_its_engine_id_and_links_its_node(clusters, admin_):

@@ -70,7 +70,7 @@ def node_url(engine_id: int) -> str:
 
 
 def rack_url(engine_id: int) -> str:
-    return f"{reverse('topology')}?rack={engine_id}"
+    return reverse("rack", args=[engine_id])
 
 
 def switch_url(engine_id: int) -> str:
