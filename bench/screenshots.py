@@ -16,44 +16,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from bench.live_server import free_port, live_env, manage, serve_start, stop
+from bench.twin_browser import (
+    busy_leaf,
+    chromium_launch,
+    cpu_s,
+    csrf_token,
+    log_in,
+    until,
+    wait_live,
+)
 
 PASSWORD = "bench-pass-123"
 PRESETS = ("noc-4k", "hyperscale-100k")
 MAX_PNG_BYTES = 300_000
-
-
-def cpu_s() -> float:
-    """CPU seconds of this process and its finished children."""
-    t = os.times()
-    return time.process_time() + t.children_user + t.children_system
-
-
-def _until(fn, what: str, timeout: float):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.5)
-
-
-def _busy_leaf(page, url: str, preset: str) -> int:
-    """The leaf switch (engine id) above the first node of the largest running job, so that
-    the drill hits work: the preset's plan maps nodes to leaves as the served twin's does."""
-    from scheduler.presets import get_preset
-
-    job = page.request.get(url + "/api/jobs").json()["running_jobs"][0]["name"]
-    node = page.request.get(url + f"/api/jobs/{job}").json()["node_ids"][0]
-    plan = get_preset(preset).plan()
-    return int(plan.fabric.endpoint_leaf[plan.node_first_gpu[node]])
 
 
 def _shoot(preset: str, out: Path, tmp: Path, browser) -> None:
@@ -72,26 +52,19 @@ def _shoot(preset: str, out: Path, tmp: Path, browser) -> None:
         w1 = time.perf_counter()
         context = browser.new_context(viewport={"width": 1440, "height": 900})
         page = context.new_page()
-        page.goto(url + "/accounts/login/")
-        page.fill("input[name=username]", "staff")
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(url + "/")
-        page.wait_for_function(
-            "() => document.getElementById('gpus-allocated').textContent !== '–'",
-            timeout=600_000)
+        log_in(page, url, "staff", PASSWORD)
+        wait_live(page, timeout_ms=600_000)
         print(f"{preset}: first frame {time.perf_counter() - w1:.1f} s wall after login",
               flush=True)
 
         def busy():
             util = page.request.get(url + "/api/state").json()["frame"]["util"]
             return util["allocated"] > util["gpus"] // 2
-        _until(busy, "half the GPUs allocated", 300)
-        leaf = _busy_leaf(page, url, preset)
-        csrf = next(c["value"] for c in context.cookies() if c["name"] == "csrftoken")
+        until(busy, "half the GPUs allocated", 300)
+        leaf = busy_leaf(page, url, preset)
         answer = page.request.post(url + "/api/drills", data={"kind": "leaf_switch",
                                                               "target": leaf},
-                                   headers={"X-CSRFToken": csrf})
+                                   headers={"X-CSRFToken": csrf_token(page)})
         if answer.status != 202:
             raise SystemExit(f"{preset}: the drill was refused: {answer.text()}")
         drill = answer.json()["id"]
@@ -99,7 +72,7 @@ def _shoot(preset: str, out: Path, tmp: Path, browser) -> None:
         def incident():
             found = page.request.get(url + "/api/incidents?state=open").json()["incidents"]
             return [i for i in found if i.get("drill_id") == drill]
-        found = _until(incident, "the drill's incident", 120)[0]
+        found = until(incident, "the drill's incident", 120)[0]
         print(f"{preset}: drill on leaf switch {leaf}: incident #{found['id']}, "
               f"{len(found['jobs'])} job(s) hit", flush=True)
         row = page.locator(f"#incidents-now tr[data-id='{found['id']}']")
@@ -137,8 +110,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                    args=["--headless", "--no-sandbox", "--disable-gpu"])
+        browser = chromium_launch(p)
         try:
             for preset in args.preset or PRESETS:
                 with tempfile.TemporaryDirectory() as tmp:

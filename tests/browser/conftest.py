@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from bench import twin_browser
+
+CHROMIUM = twin_browser.CHROMIUM
+wait_live = twin_browser.wait_live  # the browser tests' own name for the shared wait
 ARTIFACTS = Path(os.environ.get("CLUSTERTWIN_ARTIFACTS", "test-artifacts"))
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "browser-pass"
@@ -89,8 +92,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        chromium = twin_browser.chromium_launch(p)
         yield chromium
         chromium.close()
 
@@ -105,18 +107,8 @@ def page(browser):
 
 
 def log_in(page, url: str, username: str, path: str = "/") -> None:
-    page.goto(url + path)
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(url + path)
-
-
-def wait_live(page, timeout_ms: int = 60_000) -> None:
-    """Until the first frame is drawn (the engine started with the server)."""
-    page.wait_for_function(
-        "() => document.getElementById('gpus-allocated').textContent !== '–'",
-        timeout=timeout_ms)  # a function, not an expression: the CSP forbids eval
+    """A demo account's login (the server's ``PASSWORD``)."""
+    twin_browser.log_in(page, url, username, PASSWORD, path)
 
 
 def counter(page, element_id: str) -> float:

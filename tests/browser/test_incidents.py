@@ -9,28 +9,16 @@ wall time; every wait has a deadline."""
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
+from bench.twin_browser import csrf_token, until
 from tests.browser.conftest import CHROMIUM, log_in, shot, wait_live
-from tests.browser.test_actions import csrf
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed"),
 ]
-
-
-def until(fn, what: str, timeout: float = 60.0, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
 
 
 def test_a_leaf_drill_is_an_incident_on_the_overview_until_repaired(server, browser):
@@ -55,7 +43,7 @@ def test_a_leaf_drill_is_an_incident_on_the_overview_until_repaired(server, brow
     work.goto(server + "/drills/")
     answer = work.request.post(server + "/api/drills", data={"kind": "leaf_switch",
                                                              "target": 0},
-                               headers={"X-CSRFToken": csrf(work)})
+                               headers={"X-CSRFToken": csrf_token(work)})
     assert answer.status == 202, answer.text()
     drill_id = answer.json()["id"]
 

@@ -56,6 +56,13 @@ OVERFLOW_JS = """() => {
 }"""
 
 
+# The overview's storage table (issue 27): its figures fit the card, not scrolled to.
+STORAGE_FITS = """() => { const t = document.getElementById('storage-table');
+  const card = t.parentElement, pad = getComputedStyle(card);
+  return {table: t.scrollWidth, card: card.clientWidth - parseFloat(pad.paddingLeft)
+          - parseFloat(pad.paddingRight)}; }"""
+
+
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
     """The largest twin: what overflows anywhere overflows here (dev-small's pages are the
@@ -126,6 +133,11 @@ def test_no_page_overflows_horizontally_from_390_to_2560_px(twin, browser, tmp_p
             if seen["scroll"] > seen["client"] + 1 or seen["wide"]:
                 problems.append(f"{width}px {path}: page {seen['scroll']} px wide in "
                                 f"{seen['client']} px; sticking out: {seen['wide']}")
+            if path == "/":  # the storage figures fit their card: nothing to scroll to
+                fit = page.evaluate(STORAGE_FITS)
+                if fit["table"] > fit["card"] + 1:
+                    problems.append(f"{width}px /: the storage table is {fit['table']} px in "
+                                    f"a {fit['card']} px card")
         assert errors == [], errors
         context.close()
     assert problems == [], "\n".join(problems)

@@ -7,6 +7,13 @@ times first with simulated time second.
 ('2 h 14 min', '45 s', '3 d 5 h')
 >>> percent(0.3646), thousands(101120), sim_time(3 * 86400 + 5.3 * 3600)
 ('36.46 %', '101,120', 'day 3, 05:18')
+
+A study's or a what-if's figure is written by its unit (``scheduler/study/figures.py``):
+
+>>> figure(0.3646, "fraction"), figure(2.2333, "h"), figure(12345.678, "GPU-h")
+('36.46 %', '2 h 14 min', '12,346')
+>>> figure_delta(-0.0123, "fraction"), figure_delta(0.5, "h"), figure_delta(1234.5, "count")
+('-1.23 pp', '+30 min', '+1,234')
 """
 
 from __future__ import annotations
@@ -65,6 +72,45 @@ def thousands(value, digits: int = 0) -> str:
         return f"{float(value):,.{int(digits)}f}"
     except (TypeError, ValueError):
         return str(value)
+
+
+def number(value) -> str:
+    """A measured figure with separators and the digits it needs: "12,346", "12.35", "12",
+    "0.0123"."""
+    if _missing(value):
+        return NONE
+    v = float(value)
+    if v == int(v) or abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+
+
+def figure(value, unit: str = "") -> str:
+    """A figure in its unit's style: a ``fraction`` as a percentage, ``h`` as a duration,
+    anything else (GPU-h, counts, MWh, USD) as a :func:`number` (its unit is said beside)."""
+    if unit == "fraction":
+        return percent(value)
+    if unit == "h":
+        return duration_h(value)
+    return number(value)
+
+
+def figure_delta(value, unit: str = "") -> str:
+    """A difference of two figures, signed: fractions in percentage points ("-1.23 pp"),
+    hours as a duration ("+30 min"), others as a :func:`number` ("+1,234")."""
+    if _missing(value):
+        return NONE
+    v = float(value)
+    sign = "+" if v > 0 else "-" if v < 0 else ""
+    if unit == "fraction":
+        return f"{sign}{100.0 * abs(v):,.2f} pp"
+    return sign + (duration_h(abs(v)) if unit == "h" else number(abs(v)))
+
+
+def figure_unit(unit: str) -> str:
+    """The unit to say beside a figure written by :func:`figure` or :func:`figure_delta`:
+    nothing for a fraction or hours (the figure says "%", "pp" or "2 h 14 min" itself)."""
+    return "" if unit in ("fraction", "h") else unit
 
 
 def sim_time(seconds) -> str:

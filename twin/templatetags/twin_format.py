@@ -17,6 +17,10 @@ register.filter("percent", formats.percent)
 register.filter("thousands", formats.thousands)
 register.filter("sim_time", formats.sim_time)
 register.filter("when", formats.when_html, is_safe=True)
+register.filter("number", formats.number)
+register.filter("figure", formats.figure)
+register.filter("figure_delta", formats.figure_delta)
+register.filter("figure_unit", formats.figure_unit)
 
 
 @register.simple_tag
