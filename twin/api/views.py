@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from scheduler.live import in_ranges
 from scheduler.placement_schema import LivePlacement
+from twin.api import entity_series
 from twin.api import events as event_log
 from twin.api.bodies import json_error
 from twin.api.history_query import history_query
@@ -102,10 +103,17 @@ def api_history(request):
     or ``?last=S``, or ``?from=S&to=S``), in ``?bucket=`` widths (``300``, ``5m``, ``1h``;
     default: as recorded, or the narrowest that keeps it within ``history.MAX_POINTS``
     points), each bucket's mean, min and max (``twin.live.history``).  Simulated time; a
-    mirror's is the wall clock.  Without ``metric``: the series this run has."""
+    mirror's is the wall clock.  Without ``metric``: the series this run has.  With
+    ``?kind=node|rack|switch|job&id=``: that entity's (``twin.api.entity_series``)."""
     live, error = _live_or_error()
     if error:
         return error
+    if "kind" in request.GET or "id" in request.GET:
+        try:
+            return JsonResponse({**_live_head(live), **entity_series.entity_history_answer(
+                request.GET, live=live)})
+        except entity_series.EntityError as exc:
+            return json_error(str(exc), exc.status)
     metric = request.GET.get("metric", "")[:200]
     if not metric:
         return JsonResponse({**_live_head(live), "metrics": {
