@@ -15,13 +15,12 @@ A spec is YAML (or JSON, which YAML reads) and is documented in ``docs/studies.m
 
 :func:`load_spec` checks everything before any run starts: unknown fields, values outside a
 scenario field's bounds, an arm that changes nothing (or runs the same scenario as another),
-and a cluster an arm cannot build (its fabric at its size) are one :class:`SpecError` whose
-message names the file and line.
+and a cluster an arm cannot build (its fabric at its size).  Every mistake found is reported
+at once, in one :class:`SpecError` that names the file and each mistake's line.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -32,23 +31,25 @@ from pathlib import Path
 import yaml
 
 from scheduler.limits import checks
-from scheduler.simulate import Scenario, ScenarioError
-from scheduler.study.figures import figure_names
+from scheduler.limits.documents import DocumentError, text_read, yaml_compose, yaml_value
+from scheduler.simulate import Scenario
+from scheduler.study.spec_checks import (
+    ARM_FIELDS,
+    MAX_RUNS,
+    MAX_SEEDS,
+    NAME,
+    SCENARIO_FIELDS,
+    STAND_IN,
+    TOP_FIELDS,
+    SpecChecker,
+    SpecError,
+    SpecProblem,
+    figures_checked,
+)
 
-SCENARIO_FIELDS = tuple(f.name for f in dataclasses.fields(Scenario) if f.name != "seed")
-"""What ``base`` and an arm's ``set`` may name: every :class:`~scheduler.simulate.Scenario`
-field except ``seed`` (a study's seeds come from ``seeds``)."""
-TOP_FIELDS = ("name", "description", "base", "seeds", "first_seed", "baseline", "arms",
-              "figures", "energy_price_usd_per_mwh")
-ARM_FIELDS = ("name", "set", "description")
-MAX_SEEDS = 1000
-MAX_RUNS = 20_000
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:+=-]{0,63}$")
-
-
-class SpecError(ValueError):
-    """A study spec that cannot run: one line naming the file and line where it can."""
-
+__all__ = ["ARM_FIELDS", "MAX_RUNS", "MAX_SEEDS", "SCENARIO_FIELDS", "TOP_FIELDS", "Arm",
+           "SpecError", "SpecProblem", "StudySpec", "check_spec", "load_spec",
+           "load_spec_text", "parse_text"]
 
 @dataclass(frozen=True)
 class Arm:
@@ -102,7 +103,7 @@ def _plain(node, path: tuple, lines: dict):
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:
-            key = yaml.safe_load(yaml.serialize(key_node))
+            key = yaml_value(key_node)
             if not isinstance(key, str):
                 raise SpecError(f"line {key_node.start_mark.line + 1}: field names are text, "
                                 f"not {key!r}")
@@ -114,111 +115,43 @@ def _plain(node, path: tuple, lines: dict):
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_plain(v, path + (i,), lines) for i, v in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
+    return yaml_value(node)
 
 
 def parse_text(text: str) -> tuple[dict, dict]:
-    """The spec's text as a dict and the line of every field (``{path: line}``)."""
+    """The spec's text as a dict and the line of every field (``{path: line}``).
+
+    Read with the bounds of :mod:`scheduler.limits.documents`: at most 1 MB, nested at most
+    64 deep, no anchors or aliases (a 9-line alias bomb is refused at its first anchor)."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml_compose(text, what="the spec")
+        if node is None:
+            raise SpecError("the spec is empty")
+        lines: dict = {}
+        data = _plain(node, (), lines)
+    except DocumentError as exc:
+        raise SpecError(str(exc)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(f"{where}not valid YAML or JSON ({problem})") from None
-    if node is None:
-        raise SpecError("the spec is empty")
-    lines: dict = {}
-    data = _plain(node, (), lines)
     if not isinstance(data, dict):
         raise SpecError("line 1: a spec is a mapping with name, base, seeds and arms")
     return data, lines
 
 
 # ------------------------------------------------------------------ checking
-class _Checker:
-    def __init__(self, lines: dict, base_dir: Path | None):
-        self.lines = lines
-        self.base_dir = base_dir
-
-    def fail(self, path: tuple, message: str):
-        while path and path not in self.lines:
-            path = path[:-1]
-        line = self.lines.get(path)
-        raise SpecError(f"line {line}: {message}" if line else message)
-
-    def check(self, path: tuple, parse, *args, **kwargs):
-        """``parse(*args, **kwargs)`` (:mod:`scheduler.limits.checks`); its refusal fails at
-        ``path``'s line."""
-        try:
-            return parse(*args, **kwargs)
-        except ValueError as exc:
-            self.fail(path, str(exc))
-
-    def fields(self, path: tuple, value, allowed, what: str) -> dict:
-        if not isinstance(value, dict):
-            self.fail(path, f"{what} must be a mapping of fields")
-        for key in value:
-            if key not in allowed:
-                self.fail(path + (key,), f"unknown field {key!r} in {what}; allowed: "
-                                         f"{', '.join(allowed)}")
-        return value
-
-    def scenario_fields(self, path: tuple, value, what: str) -> dict:
-        if value is None:
-            return {}
-        if isinstance(value, dict) and "seed" in value:
-            self.fail(path + ("seed",), f"seed cannot be set in {what}: a study's seeds come "
-                                        "from 'seeds'")
-        out = dict(self.fields(path, value, SCENARIO_FIELDS, what))
-        for name in ("trace", "slurm_conf"):  # files: relative to the spec's folder
-            given = out.get(name)
-            if isinstance(given, str) and self.base_dir is not None \
-                    and not os.path.isabs(given):
-                out[name] = str((self.base_dir / given).resolve())
-        return out
-
-    def seeds(self, data: dict) -> tuple[int, ...]:
-        seeds = data.get("seeds", None)
-        if seeds is None:
-            self.fail((), "seeds is missing: how many seeds each arm runs (at least 2)")
-        first = self.check(("first_seed",), checks.integer, "first_seed",
-                           data.get("first_seed", 0), at_least=0)
-        if checks.is_integer(seeds):
-            seeds = self.check(("seeds",), checks.integer, "seeds", seeds, at_least=2,
-                               at_most=MAX_SEEDS, expect=f"between 2 and {MAX_SEEDS} (a "
-                                                         "confidence interval needs at least 2)")
-            return tuple(range(first, first + seeds))
-        if isinstance(seeds, list):
-            if "first_seed" in data:
-                self.fail(("first_seed",), "first_seed goes with a number of seeds, not a list")
-            for i, s in enumerate(seeds):
-                if not checks.is_integer(s) or s < 0:
-                    self.fail(("seeds", i), f"a seed is an integer >= 0, not {s!r}")
-            if len(set(seeds)) != len(seeds):
-                self.fail(("seeds",), "seeds are listed twice")
-            if not 2 <= len(seeds) <= MAX_SEEDS:
-                self.fail(("seeds",), f"list between 2 and {MAX_SEEDS} seeds (a confidence "
-                                      "interval needs at least 2)")
-            return tuple(seeds)
-        self.fail(("seeds",), f"seeds must be a number of seeds or a list of seeds, not "
-                              f"{seeds!r}")
-
-    def scenario(self, path: tuple, options: dict, seed: int, what: str) -> Scenario:
-        try:
-            scenario = Scenario(**options, seed=seed)
-            scenario.plan()
-        except ScenarioError as exc:
-            self.fail(path, f"{what}: {exc}")
-        return scenario
-
-
 def check_spec(data: dict, lines: dict | None = None, *,
-               base_dir: str | os.PathLike | None = None) -> StudySpec:
-    """``data`` (a parsed spec) checked into a :class:`StudySpec`; :class:`SpecError` else.
+               base_dir: str | os.PathLike | None = None,
+               read_files: bool = True) -> StudySpec:
+    """``data`` (a parsed spec) checked into a :class:`StudySpec`; :class:`SpecError` else,
+    with every mistake found, each at its line (``lines``, from :func:`parse_text`).
 
     Every arm's scenario is built and its cluster planned here, so a fabric the cluster's
-    size cannot build fails before any run starts.
+    size cannot build fails before any run starts.  ``read_files=False`` (the web) refuses
+    the fields that name files of this machine (``trace``, ``slurm_conf``, a failure
+    profile's ``.toml``) before anything looks at them.
 
     Examples
     --------
@@ -226,104 +159,95 @@ def check_spec(data: dict, lines: dict | None = None, *,
     ...             "arms": [{"name": "a"}, {"name": "b", "set": {"policy": "default"}}]})
     Traceback (most recent call last):
     ...
-    scheduler.study.spec.SpecError: arm 'b' changes nothing from the baseline 'a'
+    scheduler.study.spec_checks.SpecError: arm 'b' changes nothing from the baseline 'a'
+    >>> try:
+    ...     check_spec({"name": "x", "base": {"preset": "dev-small", "days": 1}, "seeds": 1,
+    ...                 "arms": [{"name": "a"}, {"name": "b", "set": {"policy": "nope"}}]})
+    ... except SpecError as exc:
+    ...     [p.message[:23] for p in exc.problems]
+    ['seeds must be between 2', "arm 'b': unknown policy"]
     """
-    c = _Checker(lines or {}, None if base_dir is None else Path(base_dir))
+    c = SpecChecker(lines or {}, None if base_dir is None else Path(base_dir), read_files)
+    if not isinstance(data, dict):
+        raise SpecError("the spec must be a mapping of fields (name, base, seeds, arms)")
     c.fields((), data, TOP_FIELDS, "the spec")
     name = data.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        c.fail(("name",), "name must be 1-64 letters, digits, spaces or ._:+=- (starting with "
+    if not isinstance(name, str) or not NAME.match(name):
+        c.note(("name",), "name must be 1-64 letters, digits, spaces or ._:+=- (starting with "
                           f"a letter or digit), not {name!r}")
     description = data.get("description", "")
     if not isinstance(description, str):
-        c.fail(("description",), "description must be text")
-    if "base" not in data:
-        c.fail((), "base is missing: the scenario every arm starts from (preset, days …)")
-    base = c.scenario_fields(("base",), data["base"], "base")
-    seeds = c.seeds(data)
-    arms_in = data.get("arms")
+        c.note(("description",), "description must be text")
+    seeds: tuple[int, ...] = ()
+    with c.part():
+        seeds = c.seeds(data)
+    seed = seeds[0] if seeds else 0
+    # the base: its fields, then (when it names preset and days) its values on their own
+    mark, base, values = len(c.problems), {}, False
+    with c.part():
+        if "base" not in data:
+            c.fail((), "base is missing: the scenario every arm starts from (preset, days …)")
+        base = c.scenario_fields(("base",), data["base"], "base")
+        if all(n in base for n in STAND_IN):
+            c.scenario(("base",), base, {n: ("base", n) for n in base}, {}, seed, "base")
+        values = True
+    clean = values and len(c.problems) == mark
+    # the arms: each on its own, their clusters built once base is right (a misspelt base
+    # field would make an arm's cluster wrong), their scenarios compared
+    arms_in, resolved, names = data.get("arms"), [], []
     if not isinstance(arms_in, list) or len(arms_in) < 2:
-        c.fail(("arms",), "arms must be a list of at least 2 arms, each with a name and the "
+        c.note(("arms",), "arms must be a list of at least 2 arms, each with a name and the "
                           "fields it sets")
-    if len(arms_in) * len(seeds) > MAX_RUNS:
-        c.fail(("arms",), f"{len(arms_in)} arms x {len(seeds)} seeds is more than "
+        arms_in = arms_in if isinstance(arms_in, list) else []
+    elif seeds and len(arms_in) * len(seeds) > MAX_RUNS:
+        c.note(("arms",), f"{len(arms_in)} arms x {len(seeds)} seeds is more than "
                           f"{MAX_RUNS:,} runs")
-    arms: list[Arm] = []
     for i, raw in enumerate(arms_in):
-        path = ("arms", i)
-        c.fields(path, raw, ARM_FIELDS, f"arm {i + 1}")
-        arm_name = raw.get("name")
-        if not isinstance(arm_name, str) or not _NAME.match(arm_name):
-            c.fail(path + ("name",), f"arm {i + 1}: name must be 1-64 letters, digits, spaces "
-                                     f"or ._:+=-, not {arm_name!r}")
-        if any(a.name == arm_name for a in arms):
-            c.fail(path + ("name",), f"arm name {arm_name!r} is used twice")
-        changes = c.scenario_fields(path + ("set",), raw.get("set"), f"arm {arm_name!r}")
-        options = {**base, **changes}
-        scenario = c.scenario(path, options, seeds[0], f"arm {arm_name!r}")
-        resolved = scenario.options()
-        resolved.pop("seed")
-        arms.append(Arm(name=arm_name, changes=changes, options=resolved))
-    baseline = data.get("baseline", arms[0].name)
-    names = [a.name for a in arms]
-    if baseline not in names:
-        c.fail(("baseline",), f"baseline {baseline!r} is not an arm ({', '.join(names)})")
-    b = names.index(baseline)
-    arms.insert(0, arms.pop(b))
-    for i, arm in enumerate(arms[1:], 1):
-        if arm.options == arms[0].options:
-            c.fail(("arms", _raw_index(arms_in, arm.name)),
-                   f"arm {arm.name!r} changes nothing from the baseline {arms[0].name!r}")
-        for other in arms[1:i]:
-            if arm.options == other.options:
-                c.fail(("arms", _raw_index(arms_in, arm.name)),
-                       f"arms {other.name!r} and {arm.name!r} run the same scenario")
-    known = figure_names()
-    figures = data.get("figures")
-    if figures is None:  # every figure the spec can give (costs of energy need its price)
-        figures = [f for f in known if data.get("energy_price_usd_per_mwh") is not None
-                   or f not in ("energy_cost_usd", "cost_usd")]
-    if not isinstance(figures, list) or not figures:
-        c.fail(("figures",), "figures must be a list of figure names (docs/studies.md)")
-    for i, f in enumerate(figures):
-        if f not in known and not _tenant_figure(f):
-            c.fail(("figures", i), f"unknown figure {f!r}; choose among: {', '.join(known)} "
-                                   "(or wait_mean_h:TENANT, jct_mean_h:TENANT)")
-    price = c.check(("energy_price_usd_per_mwh",), checks.optional, checks.number,
-                    "energy_price_usd_per_mwh", data.get("energy_price_usd_per_mwh"),
-                    at_least=0, at_most=10_000, expect="a number in [0, 10000]")
-    if price is None and ("energy_cost_usd" in figures or "cost_usd" in figures):
-        c.fail(("figures",), "energy_cost_usd and cost_usd need energy_price_usd_per_mwh "
-                             "(USD per MWh)")
+        checked = c.arm(i, raw, base, seed, names, values=values, plan=clean)
+        if checked is not None:
+            resolved.append((i, Arm(*checked)))
+    baseline = data.get("baseline", names[0] if names else None)
+    if "baseline" in data and baseline not in names:
+        c.note(("baseline",), f"baseline {baseline!r} is not an arm ({', '.join(names)})")
+    first = next((k for k, (_, a) in enumerate(resolved) if a.name == baseline), None)
+    if first is not None:
+        resolved.insert(0, resolved.pop(first))
+    c.same_scenarios(resolved, baseline=first is not None)
+    arms = [a for _, a in resolved]
+    figures = figures_checked(c, data)
+    price = None
+    with c.part():
+        price = c.check(("energy_price_usd_per_mwh",), checks.optional, checks.number,
+                        "energy_price_usd_per_mwh", data.get("energy_price_usd_per_mwh"),
+                        at_least=0, at_most=10_000, expect="a number in [0, 10000]")
+        if price is None and ("energy_cost_usd" in figures or "cost_usd" in figures):
+            c.note(("figures",), "energy_cost_usd and cost_usd need energy_price_usd_per_mwh "
+                                 "(USD per MWh)")
+    if c.problems:
+        raise SpecError(problems=sorted(c.problems, key=lambda p: p.line or 0))
     return StudySpec(name=name, arms=tuple(arms), seeds=seeds, figures=tuple(figures),
                      description=description,
                      energy_price_usd_per_mwh=None if price is None else float(price),
                      source=json.loads(json.dumps(data, default=str)))
 
 
-def _raw_index(arms_in: list, name: str) -> int:
-    return next(i for i, a in enumerate(arms_in) if a.get("name") == name)
-
-
-def _tenant_figure(name) -> bool:
-    return isinstance(name, str) and bool(re.match(r"^(wait_mean_h|jct_mean_h):.+$", name))
-
-
 def load_spec_text(text: str, *, base_dir: str | os.PathLike | None = None,
-                   origin: str = "spec") -> StudySpec:
-    """A spec from its text; errors read ``ORIGIN: line N: ...``."""
+                   origin: str = "spec", read_files: bool = True) -> StudySpec:
+    """A spec from its text; errors read ``ORIGIN: line N: ...`` (:func:`check_spec`)."""
     try:
         data, lines = parse_text(text)
-        return check_spec(data, lines, base_dir=base_dir)
+        return check_spec(data, lines, base_dir=base_dir, read_files=read_files)
     except SpecError as exc:
-        raise SpecError(f"{origin}: {exc}") from None
+        raise exc.at(origin) from None
 
 
 def load_spec(path: str | os.PathLike) -> StudySpec:
     """A spec file (YAML or JSON); a ``trace`` in it is read relative to the file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = text_read(p, what="the spec")
+    except DocumentError as exc:
+        raise SpecError(f"{p}: {exc}") from None
     except FileNotFoundError:
         raise SpecError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

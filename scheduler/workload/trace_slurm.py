@@ -46,6 +46,7 @@ from pathlib import Path
 from scheduler.hardware.catalog import get
 from scheduler.limits import checks
 from scheduler.limits.bounds import CLUSTER_GPUS, TIME_S, TRACE_DURATION
+from scheduler.limits.documents import DocumentError, depth_check
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Tenant, TrainingJob, Workload
 from scheduler.workload.traces import (
     TraceError,
@@ -205,7 +206,11 @@ def read_sacct_json(path: str | os.PathLike, *, reference_model: str = "H100-SXM
     path = Path(path)
     model = get(reference_model)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+        text = path.read_text(encoding="utf-8-sig")
+        depth_check(text, what=path.name)
+        doc = json.loads(text)
+    except DocumentError as exc:
+        raise TraceError(f"{exc}; a Slurm export is sacct --json's output") from None
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path.name}: not JSON ({exc.msg} at line {exc.lineno} column "
                          f"{exc.colno}); a Slurm export is sacct --json's output") from None

@@ -4,13 +4,11 @@ services validate and send (``twin.control.services``)."""
 
 from __future__ import annotations
 
-import json
-
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import JsonResponse
 from django.views.decorators.http import require_http_methods
 
-from twin.api.bodies import json_error
+from twin.api.bodies import json_body, json_error
 from twin.control import selectors as control_selectors
 from twin.control import services
 from twin.control.permissions import DRILLS_DENIED, can_run_drills
@@ -69,10 +67,9 @@ def _api_drill_request(request):
     if request.content_type != "application/json":
         return json_error(f"send the drill as application/json, not "
                       f"{request.content_type or 'no Content-Type'}", 415)
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return json_error(f"the request body is not valid JSON: {exc}", 400)
+    body = json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
     if not isinstance(body, dict) or not isinstance(body.get("kind"), str):
         return json_error('send a JSON object with a "kind", e.g. {"kind": "node", '
                       '"target": "random"}', 400)

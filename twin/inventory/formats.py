@@ -34,6 +34,7 @@ from pathlib import Path
 
 from scheduler.hardware import power
 from scheduler.hardware.catalog import CATALOG
+from scheduler.limits.documents import DocumentError, json_loads
 from twin.inventory.adapter import FREE_PORTS
 from twin.inventory.importer import NODE_DEFAULTS, Inventory, Row, model_name
 from twin.inventory.models import Cluster, Link, Node, Site, Switch
@@ -173,9 +174,10 @@ def inventory_from_csv(directory: Path, *, name: str | None = None) -> Inventory
     if cluster:
         data = dict(cluster[0].data)
         try:
-            data["fabric_params"] = json.loads(data.get("fabric_params") or "{}")
-        except json.JSONDecodeError:
-            raise LayoutError("cluster.csv row 1: fabric_params is not JSON") from None
+            data["fabric_params"] = json_loads(data.get("fabric_params") or "{}",
+                                               what="fabric_params")
+        except DocumentError as exc:
+            raise LayoutError(f"cluster.csv row 1: {exc}") from None
         inv = Inventory(Row("cluster.csv row 1", {**data, **({"name": name} if name else {})}))
     else:
         inv = Inventory(Row("cluster", {"name": name}))

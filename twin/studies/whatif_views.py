@@ -7,8 +7,6 @@ each request (:func:`twin.studies.whatif.can_start_whatif`), everyone logged in 
 
 from __future__ import annotations
 
-import json
-
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -21,6 +19,8 @@ from scheduler.limits.bounds import DRILL_PARAMS
 from scheduler.model.ledger import CATEGORIES
 from scheduler.scheduling.placement import STRATEGIES
 from scheduler.scheduling.policies import REGISTRY
+from scheduler.study.figures import whatif_figures
+from twin.api.bodies import json_body
 from twin.studies import whatif as service
 
 LIST_LIMIT = 30
@@ -88,15 +88,24 @@ def whatif_page(request):
     }, status=400 if form.is_bound else 200)
 
 
+def _units() -> dict[str, str]:
+    """Each metric's unit, as a study of the what-if names it (``fraction``, ``h``, ``GPU-h``,
+    ``count``); the pages write a figure by its unit (``twin/pages/formats.py``)."""
+    units = {f.name: f.unit for f in whatif_figures(METRICS)}
+    return {name: units.get(name, "GPU-h" if "gpu_hours" in name else "count")
+            for name in METRICS}
+
+
 def _rows(result: dict) -> list[dict]:
     """The result table: one row per metric (means, and the delta's band)."""
     out = []
+    units = _units()
     for name, meaning in METRICS.items():
         row = result.get("summary", {}).get(name, {})
         band = row.get("delta_band")
-        out.append({"name": name, "meaning": meaning, "baseline": row.get("baseline"),
-                    "action": row.get("action"), "delta": row.get("delta"),
-                    "band": band})
+        out.append({"name": name, "meaning": meaning, "unit": units[name],
+                    "baseline": row.get("baseline"), "action": row.get("action"),
+                    "delta": row.get("delta"), "band": band})
     return out
 
 
@@ -135,10 +144,9 @@ def api_whatif(request):
     if request.content_type != "application/json":
         return _error(f"send the what-if as application/json, not "
                       f"{request.content_type or 'no Content-Type'}", 415)
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(f"the request body is not valid JSON: {exc}", 400)
+    body = json_body(request)
+    if isinstance(body, JsonResponse):
+        return body
     try:
         row = service.whatif_start(user=request.user, params=body)
     except PermissionDenied as exc:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from django.db import DatabaseError
 
+from scheduler.limits.documents import DocumentError, depth_check, text_read
 from twin.inventory.formats import (
     LayoutError,
     inventory_from_csv,
@@ -32,6 +33,10 @@ from twin.mirror.slurm_import import (
 )
 
 FORMATS = ("json", "csv", "netbox")
+INVENTORY_MAX_BYTES = 1_000_000_000
+"""The largest JSON inventory read (bytes): an export takes about 200 bytes a GPU, so the
+largest cluster the twin plans (4,194,304 GPUs) fits; its nesting is bounded as every
+document's (64 levels)."""
 
 
 class Command(OneLineCommand):
@@ -121,10 +126,14 @@ class Command(OneLineCommand):
         try:
             if fmt == "json":
                 try:
-                    doc = json.loads(p.read_text(encoding="utf-8"))
+                    text = text_read(p, what=path, max_bytes=INVENTORY_MAX_BYTES)
+                    depth_check(text, what=path)
+                    doc = json.loads(text)
                 except (OSError, UnicodeDecodeError) as exc:
                     raise LayoutError(f"{path}: cannot read: {exc}") from None
-                except json.JSONDecodeError as exc:
+                except DocumentError as exc:
+                    raise LayoutError(str(exc)) from None
+                except ValueError as exc:  # not JSON; an integer of 5,000 digits
                     raise LayoutError(f"{path}: not JSON: {exc}") from None
                 return inventory_from_json(doc, source=path, name=name), path
             if fmt == "csv":

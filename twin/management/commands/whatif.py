@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from scheduler.control.whatif import whatif
 from scheduler.limits import checks
+from scheduler.limits.documents import DocumentError, json_loads
 from scheduler.presets import PRESETS
 from scheduler.reliability.profiles import PROFILES
 from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError
@@ -113,9 +114,9 @@ class Command(OneLineCommand):
             raise refuse("--failure-profile goes with --preset (a live snapshot keeps its "
                          "cluster's profile)")
         try:
-            action = json.loads(opts["action"])
-        except ValueError as exc:
-            raise refuse(f"--action is not valid JSON: {exc}") from None
+            action = json_loads(opts["action"], what="--action")
+        except DocumentError as exc:
+            raise refuse(str(exc)) from None
         params = {"action": action, "hours": _number("--hours", opts["hours"]),
                   "seeds": _number("--seeds", opts["seeds"], int),
                   "first_seed": _number("--first-seed", opts["first_seed"], int)}
