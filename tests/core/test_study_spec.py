@@ -77,7 +77,7 @@ def test_a_fabric_the_cluster_size_cannot_build_is_refused_before_any_run():
 
 def test_a_value_out_of_its_bound_is_refused():
     msg = error(GOOD.replace("oversubscription: 3", "oversubscription: 0.5"))
-    assert "line 10:" in msg and "oversubscription" in msg
+    assert "line 11:" in msg and "oversubscription" in msg  # the field's own line
 
 
 def test_seeds_are_at_least_two_and_not_set_in_the_base():

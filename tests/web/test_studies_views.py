@@ -58,7 +58,7 @@ def test_staff_see_both_forms_and_everyone_the_nav_link(login, db):
 
 
 @pytest.mark.parametrize("body, message", [
-    ({"spec": SPEC.replace("policy: fifo", "policy: nope")}, "line 6: arm 'fifo': unknown policy"),
+    ({"spec": SPEC.replace("policy: fifo", "policy: nope")}, "line 7: arm 'fifo': unknown policy"),
     ({"spec": SPEC.replace("    set: {policy: fifo}\n", "")}, "changes nothing"),
     ({"spec": 3}, "spec must be text or an object"),
     ({"spec": SPEC, "extra": 1}, 'send {"spec"'),

@@ -93,7 +93,7 @@ def test_bad_specs_and_flags_exit_2_before_any_run(spec_file, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(SPEC.replace("power_cap: 0.4", "power_cap: 4"))
     r = manage("study", "run", str(bad), "--out", str(tmp_path / "o1"))
-    assert r.returncode == 2 and "line 6:" in r.stderr and "power cap" in r.stderr
+    assert r.returncode == 2 and "line 7:" in r.stderr and "power cap" in r.stderr
     assert not (tmp_path / "o1").exists()
     r = manage("study", "run", str(spec_file), "--out", str(tmp_path / "o2"), "--workers", "x")
     assert r.returncode == 2 and "--workers must be an integer" in r.stderr

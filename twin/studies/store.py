@@ -5,8 +5,10 @@ writes the ``Study`` and its ``StudyRun`` rows and runs it in a thread of the we
 drives Dask (``CLUSTERTWIN_STUDY_SCHEDULER``, or an embedded LocalCluster): the simulations
 run in Dask's worker processes, never in the web process, and each finished run updates its
 row, so the page shows progress as it comes.  Files go to ``CLUSTERTWIN_STUDY_DIR``/ID and
-finished runs are kept there: a study left ``running`` by a web process that died reads
-``interrupted`` (:func:`study_reap`) and :func:`study_resume` runs only what is missing.
+finished runs are kept there: a study left ``running`` by a web process that died, or stopped
+because no Dask worker was left (``CLUSTERTWIN_STUDY_NO_WORKER_S``, the reason in its
+``error``), reads ``interrupted`` (:func:`study_reap`) and :func:`study_resume` runs only what
+is missing.
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from scheduler.control.whatif import METRICS
-from scheduler.reliability.profiles import PROFILES
 from scheduler.study.figures import whatif_figures
 from scheduler.study.spec import SpecError, StudySpec, check_spec, load_spec_text
 from scheduler.study.summary import summarise_values
 from twin import app_setting
 from twin.studies.models import Study, StudyRun, WhatIf
 from twin.studies.report import write_all
-from twin.studies.runner import RunRecord, StudyError, StudyOutcome, run_study
+from twin.studies.runner import RunRecord, StudyError, StudyOutcome, StudyStopped, run_study
 from twin.studies.whatif import owner_gone
 
 STUDY_DENIED = "studies are started by staff with the twin.run_drill permission"
@@ -44,24 +45,18 @@ def can_start_study(user) -> bool:
 
 
 def spec_check(*, text: str | None = None, data: dict | None = None) -> StudySpec:
-    """A spec from its text (YAML or JSON) or a parsed dict; ``ValidationError`` else.
+    """A spec from its text (YAML or JSON) or a parsed dict; else a ``ValidationError`` with
+    one message per mistake (``line N: ...``), every mistake of the spec at once.
 
-    Paths to files of the server (a ``trace``, a failure profile ``.toml``) are refused: the
-    web is not a way to read the server's files."""
+    Paths to files of the server (a ``trace``, a ``slurm_conf``, a failure profile
+    ``.toml``) are refused before anything looks at them: the web is not a way to read the
+    server's files."""
     try:
-        spec = load_spec_text(text, origin="spec") if text is not None else check_spec(data)
+        if text is not None:
+            return load_spec_text(text, origin="spec", read_files=False)
+        return check_spec(data, read_files=False)
     except SpecError as exc:
-        raise ValidationError(str(exc)) from None
-    for arm in spec.arms:  # the web never reads files of the server's by a path it was sent
-        for name, what in (("trace", "a trace file"), ("slurm_conf", "a slurm.conf")):
-            if arm.options.get(name) is not None:
-                raise ValidationError(f"arm {arm.name!r}: {what} is read by the command line "
-                                      "(manage.py study run), not from the web")
-        if arm.options.get("failure_profile") not in PROFILES:
-            raise ValidationError(f"arm {arm.name!r}: a failure profile file is read by the "
-                                  "command line; on the web choose one of "
-                                  f"{', '.join(PROFILES)}")
-    return spec
+        raise ValidationError(exc.messages()) from None
 
 
 def _study_dir(pk: int) -> Path:
@@ -123,6 +118,10 @@ def _run(pk: int, spec: StudySpec) -> None:
             outcome = run_study(spec, _study_dir(pk),
                                 scheduler=app_setting("STUDY_SCHEDULER") or None,
                                 workers=workers, on_run=on_run)
+        except StudyStopped as exc:  # no worker left: what finished is kept; resume later
+            Study.objects.filter(pk=pk).update(status=Study.Status.INTERRUPTED,
+                                                 error=str(exc), finished_at=timezone.now())
+            return
         except StudyError as exc:
             Study.objects.filter(pk=pk).update(status=Study.Status.ERROR, error=str(exc),
                                                  finished_at=timezone.now())
