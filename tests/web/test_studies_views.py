@@ -154,6 +154,9 @@ def test_a_finished_whatif_is_saved_as_a_two_arm_study_with_verdicts(login, db):
     per_seed = [s["action"]["mfu"] - s["baseline"]["mfu"] for s in result["per_seed"]]
     assert mfu["n"] == 3 and abs(mfu["mean"] - sum(per_seed) / 3) < 1e-9
     assert mfu["verdict"] == "worse"
+    # when it forked, as the pages say it: the wall clock, the engine's clock after
+    assert " at t=" not in study.description
+    assert "(simulated day 0, 01:00), 2 h forward" in study.description
 
 
 def test_an_unfinished_whatif_cannot_be_saved(login, db):

@@ -209,7 +209,7 @@ def whatif_save_as_study(*, user, whatif: WhatIf) -> Study:
     with transaction.atomic():
         study = Study.objects.create(
             name=name, origin=Study.Origin.WHATIF, whatif=whatif, requested_by=user,
-            description=(f"forked from the live twin at t={res['from']['t_sim']:,.0f} s, "
+            description=(f"forked from the live twin {_forked_at(whatif, res['from']['t_sim'])}, "
                          f"{res['hours']:g} h forward; action: {action}"),
             spec={"whatif": whatif.pk, "action": action, "hours": res["hours"],
                   "seeds": seeds}, total_runs=2 * len(seeds), done_runs=2 * len(seeds),
@@ -220,3 +220,13 @@ def whatif_save_as_study(*, user, whatif: WhatIf) -> Study:
                        figures=values[(arm, seed)])
             for (arm, seed) in values)
     return study
+
+
+def _forked_at(whatif, t_sim: float) -> str:
+    """When a what-if forked, as the pages say it: wall clock first, the engine's clock after
+    ("on 2026-12-05 13:02 (simulated day 3, 05:18)")."""
+    s = max(0, int(float(t_sim)))
+    day, rest = divmod(s, 86400)
+    sim = f"simulated day {day}, {rest // 3600:02d}:{rest % 3600 // 60:02d}"
+    wall = whatif.started_at or whatif.requested_at
+    return f"on {timezone.localtime(wall):%Y-%m-%d %H:%M} ({sim})" if wall else f"at {sim}"
