@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from tests.browser.conftest import CHROMIUM, PASSWORD, counter, log_in, shot, wait_live
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.browser,
@@ -146,17 +147,17 @@ def test_the_client_resyncs_after_a_gap_and_reconnects_after_a_close(live_server
         ws.on_message(lambda text: received.append(json.loads(text)))
         ws.send(_frame(5, 100, kind="snapshot"))
 
+    def pump(seconds):  # Playwright runs the socket handlers above while the page waits
+        page.wait_for_timeout(seconds * 1000)
+
     page.route_web_socket("**/ws/twin/", serve)
     log_in(page, live_server.url, "operator")
     page.wait_for_function("() => document.getElementById('gpus-allocated').textContent === '100'")
     sockets[0].send(_frame(6, 111))
     page.wait_for_function("() => document.getElementById('gpus-allocated').textContent === '111'")
     sockets[0].send(_frame(8, 222))  # seq 7 went missing
-    for _ in range(50):
-        if {"type": "resync"} in received:
-            break
-        page.wait_for_timeout(100)
-    assert {"type": "resync"} in received
+    wait_until(lambda: {"type": "resync"} in received, what="the client asking for a resync",
+               sleep=pump)
     assert page.inner_text("#gpus-allocated") == "111"  # frames after a gap wait for the snapshot
     sockets[0].send(_frame(8, 222, kind="snapshot"))
     page.wait_for_function("() => document.getElementById('gpus-allocated').textContent === '222'")
@@ -164,9 +165,5 @@ def test_the_client_resyncs_after_a_gap_and_reconnects_after_a_close(live_server
     assert page.inner_text("#engine-health") == "engine ok · ×60"
     sockets[0].close()
     page.wait_for_selector("#stale-banner:not([hidden])", timeout=2_000)
-    for _ in range(50):  # the first retry comes after 1 s
-        if len(sockets) == 2:
-            break
-        page.wait_for_timeout(100)
-    assert len(sockets) == 2
+    wait_until(lambda: len(sockets) == 2, what="the client reconnecting", sleep=pump)
     page.wait_for_selector("#stale-banner", state="hidden", timeout=2_000)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import log_in, wait_live
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -58,14 +59,10 @@ def test_a_drag_zooms_in_and_reset_returns_to_the_picked_range(server, page):
 def test_a_tenants_chart_starts_at_zero_and_has_the_range_picker(server, page):
     log_in(page, server, "operator")
     wait_live(page)
-    tenants = []
-    for _ in range(60):  # the first frames may come before any tenant holds GPUs
-        tenants = page.evaluate("() => fetch('/api/jobs').then(r => r.json())"
-                                ".then(b => b.tenants.map(t => t.tenant))")
-        if tenants:
-            break
-        page.wait_for_timeout(1000)
-    assert tenants, "no tenant in the live frame within 60 s"
+    # the first frames may come before any tenant holds GPUs
+    tenants = wait_until(lambda: page.evaluate("() => fetch('/api/jobs').then(r => r.json())"
+                                               ".then(b => b.tenants.map(t => t.tenant))"),
+                         timeout=120, what="a tenant in the live frame")
     page.goto(f"{server}/tenants/{tenants[0]}/")
     page.wait_for_function("() => document.getElementById('tenant-history').data",
                            timeout=30_000)

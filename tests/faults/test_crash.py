@@ -125,7 +125,7 @@ def test_kill_9_at_random_points_loses_no_drill_and_never_turns_time_back(tmp_pa
                     drills.append(post_drill(db, next(targets)))
                 wait(lambda: rows(db, "SELECT count(*) FROM twin_drill WHERE status = "
                                       "'pending'") == [(0,)], proc)
-                time.sleep(rng.uniform(0.0, 2.5))  # somewhere: a step, a snapshot, a write
+                time.sleep(rng.uniform(0.0, 2.5))  # sleep-ok: kill at a step, snapshot or write
                 shown_before_kill.append(rows(db, "SELECT t_sim FROM twin_livestate")[0][0])
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)

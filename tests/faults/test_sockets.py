@@ -20,6 +20,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 
 from tests import frames
+from tests.waiting import until
 from twin.config.asgi import application
 from twin.live import broadcast, services
 from twin.sockets import consumers
@@ -240,8 +241,13 @@ async def test_a_client_that_reads_nothing_is_closed_and_its_frames_wait_in_one_
     outputs = [await comm.receive_output(timeout=5)]  # the test sees it; the client reads nothing
     assert '"snapshot"' in outputs[0]["text"] and socket.producer is not None
     for seq in range(2, 300):
+        sent = socket.buffered
         await publish(seq, pad=20_000)
-        await asyncio.sleep(0.01)  # let the sender run (how often does not matter)
+        await asyncio.sleep(0)  # sleep-ok: the sender's turn, even when nothing is to be seen
+        # the consumer has dealt with the frame: sent it, holds it (paused), or closed
+        await until(lambda sent=sent: socket.buffered > sent or socket.paused
+                    or socket.producer is None,
+                    what=f"frame {seq} sent, held or refused")
         if socket.producer is None:  # closed: the consumer let go of the transport
             break
     while outputs[-1]["type"] != "websocket.close":
@@ -280,7 +286,7 @@ async def test_a_slow_reader_gets_the_newest_frame_and_the_drop_count_when_it_ca
     assert socket.paused  # the snapshot alone filled the send buffer
     for seq in range(2, 8):
         await publish(seq)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # sleep-ok: one turn for the sender, which must hold them
     assert await comm.receive_nothing()  # held while the client is behind
     socket.client_reads()
     got = await comm.receive_json_from()

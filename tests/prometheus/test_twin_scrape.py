@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import urllib.error
 import urllib.request
 
@@ -21,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.live_server import daphne_start, database_prepare, free_port, live_env, manage, stop
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.prometheus
 
@@ -49,16 +49,9 @@ def rows(db, sql, args=()):
 
 
 def wait(condition, timeout=120.0, what="a condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            value = condition()
-        except sqlite3.OperationalError:  # the engine is writing: look again
-            value = None
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"not {what} after {timeout:g} s (a guard against a hang)")
+    """``condition()``'s first truthy value (a guard against a hang, not a speed check)."""
+    # sqlite3.OperationalError: the engine is writing, look again
+    return wait_until(condition, timeout=timeout, what=what, ignoring=(sqlite3.OperationalError,))
 
 
 def scrape(base: str, path: str) -> dict[str, list]:
@@ -133,10 +126,11 @@ def test_prometheus_stores_the_twins_dcgm_series_and_a_drilled_node_reads_down(t
         ws.send(json.dumps({"type": "pause", "paused": True}))
         wait(lambda: rows(db, "SELECT paused FROM twin_livestate") == [(1,)], what="paused")
 
-    def settled():  # paused: the simulated clock stands still between two looks
-        first = rows(db, "SELECT t_sim FROM twin_livestate")
-        time.sleep(0.6)
-        return first == rows(db, "SELECT t_sim FROM twin_livestate")
+    def settled():  # paused: a later frame than this one shows the same simulated time
+        [(seq, t_sim)] = rows(db, "SELECT seq, t_sim FROM twin_livestate")
+        later = wait(lambda: [r for r in rows(db, "SELECT seq, t_sim FROM twin_livestate")
+                              if r[0] > seq], what=f"a frame after frame {seq}")
+        return later[0][1] == t_sim
 
     wait(settled, what="the clock stopped")
     placement = json.loads(rows(db, "SELECT placement FROM twin_livestate")[0][0])

@@ -5,7 +5,6 @@ with the user, sent to the engine; the API answers JSON 202/400/403/404/415/503.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -13,7 +12,7 @@ from channels.db import database_sync_to_async
 from django.test import Client
 
 from tests import frames
-from tests.web.test_driver import FakeClock, drivers, request_drill  # noqa: F401
+from tests.web.test_driver import FakeClock, commands_arrived, drivers, request_drill  # noqa: F401
 from twin import models as m
 from twin.control import actions as services_actions
 from twin.control import edits as inventory_services
@@ -355,12 +354,12 @@ async def test_actions_go_through_the_durable_log_and_survive_a_crash(drivers, d
     await as_staff(demo_users, services_actions.job_action_request, job=running,
                    action="cancel")
     drill = await request_drill(demo_users, kind="node", target="3", params={})
-    await asyncio.sleep(0.05)
+    await commands_arrived(first, "job_cancel", "drill")
     await steps(first)
     await database_sync_to_async(drill.refresh_from_db)()
     assert drill.status == m.DrillStatus.APPLIED and not first.engine.state.node_up[3]
     await as_staff(demo_users, services_actions.drill_end_request, drill_id=drill.pk)
-    await asyncio.sleep(0.05)
+    await commands_arrived(first, "end_drill")
     await steps(first)
     run = next(r for r in first.engine.runs if r.spec.name == running)
     assert run.state == "cancelled" and first.engine.state.node_up[3]

@@ -11,6 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from tests import frames
+from tests.waiting import until
 from twin.config.asgi import application
 from twin.live import broadcast, services
 from twin.sockets import consumers
@@ -210,22 +211,32 @@ async def test_a_slow_client_gets_the_newest_frame_and_the_drop_count_never_a_ba
     comm, _, _ = await connect(cookie("operator"))
     assert (await comm.receive_json_from())["seq"] == 1
     real_send = consumers.TwinConsumer.send
+    sending, delivered = asyncio.Event(), asyncio.Event()
 
-    async def slow_send(self, *args, **kwargs):
-        await asyncio.sleep(0.3)
+    async def slow_send(self, *args, **kwargs):  # the client reads once the test says so
+        sending.set()
+        await delivered.wait()
         await real_send(self, *args, **kwargs)
 
     monkeypatch.setattr(consumers.TwinConsumer, "send", slow_send)
     dropped_before = consumers.stream_metrics()["frames_dropped"]
-    for seq in range(2, 8):
+
+    def dropped():
+        return consumers.stream_metrics()["frames_dropped"] - dropped_before
+
+    await broadcast.frame_publish(frame(120.0), 2, 120.0)
+    await until(sending.is_set, what="frame 2 being sent")
+    for seq in range(3, 8):
         await broadcast.frame_publish(frame(60.0 * seq), seq, 60.0 * seq)
-        await asyncio.sleep(0.01)
-    first = await comm.receive_json_from(timeout=2)
-    last = await comm.receive_json_from(timeout=2)
+    # 3 waits in the slot, 4..7 replace it in turn: four drops, then the client catches up
+    await until(lambda: dropped() >= 4, what=lambda: f"4 frames dropped (so far {dropped()})")
+    delivered.set()
+    first = await comm.receive_json_from(timeout=10)
+    last = await comm.receive_json_from(timeout=10)
     assert first["seq"] == 2 and "dropped" not in first
     assert last["seq"] == 7 and last["dropped"] == 4  # 3..6 replaced while 2 was sending
     assert await comm.receive_nothing(timeout=0.5)
-    assert consumers.stream_metrics()["frames_dropped"] - dropped_before == 4
+    assert dropped() == 4
     await comm.disconnect()
 
 

@@ -10,6 +10,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from scheduler.live import live_frame
+from tests.waiting import until
 from twin import models as m
 from twin.control import services
 from twin.live import broadcast
@@ -59,6 +60,20 @@ async def live_state():
     return await database_sync_to_async(m.LiveState.objects.get)(pk=1)
 
 
+async def commands_arrived(driver, *names: str) -> None:
+    """Until the driver's inbox holds the commands ``names`` (sent, received, not yet applied:
+    the next step applies them)."""
+    def waiting():
+        return [message.get("command") for message in driver.commands.inbox]
+
+    def arrived():
+        held = waiting()
+        return all(held.count(name) >= names.count(name) for name in names)
+
+    await until(arrived, what=lambda: f"{list(names)} in the engine's inbox (it holds "
+                                      f"{waiting()})")
+
+
 async def test_a_step_advances_by_speed_times_the_wall_time_that_passed(drivers):
     clock = FakeClock()
     driver = await drivers(speed=120.0, clock=clock)
@@ -88,7 +103,7 @@ async def test_speed_and_pause_commands_apply_before_the_next_step(drivers):
     driver = await drivers(speed=60.0, clock=clock)
     await broadcast.command_send_async("speed", factor=600.0)
     await broadcast.command_send_async("pause")
-    await asyncio.sleep(0.05)
+    await commands_arrived(driver, "speed", "pause")
     t0 = driver.engine.now
     clock.now += 1.0
     frame = await driver.step_once()
@@ -96,7 +111,7 @@ async def test_speed_and_pause_commands_apply_before_the_next_step(drivers):
     assert frame["paused"] is True
     await broadcast.command_send_async("resume")
     await broadcast.command_send_async("speed", factor=-5)  # refused: logged, not applied
-    await asyncio.sleep(0.05)
+    await commands_arrived(driver, "resume", "speed")
     clock.now += 1.0
     await driver.step_once()
     assert driver.engine.now == pytest.approx(t0 + 600.0)
@@ -111,7 +126,7 @@ async def request_drill(demo_users, **kw):
 async def test_a_drill_command_marks_the_drill_applied_with_its_outcome(drivers, demo_users):
     driver = await drivers()
     drill = await request_drill(demo_users, kind="node", target="3", params={})
-    await asyncio.sleep(0.05)
+    await commands_arrived(driver, "drill")
     await driver.step_once()
     await database_sync_to_async(drill.refresh_from_db)()
     assert drill.status == m.DrillStatus.APPLIED
@@ -125,7 +140,7 @@ async def test_a_drill_on_a_missing_target_is_refused_and_changes_nothing(driver
     await driver.step_once()  # the fake clock stands still: steps only handle t=0 events
     before = live_frame(driver.engine)
     drill = await request_drill(demo_users, kind="node", target=99999, params={})
-    await asyncio.sleep(0.05)
+    await commands_arrived(driver, "drill")
     frame = await driver.step_once()
     await database_sync_to_async(drill.refresh_from_db)()
     assert drill.status == m.DrillStatus.REFUSED
@@ -192,11 +207,7 @@ async def test_run_keeps_pace_when_steps_are_slow_and_stops_with_a_snapshot(driv
     t0, wall0 = driver.engine.now, clock.now
     task = asyncio.create_task(driver.run())
 
-    async def until_steps(n):
-        while driver.steps < n:
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(until_steps(6), 60)  # a guard against a hang, not a pace check
+    await until(lambda: driver.steps >= 6, what="six steps of the running driver")
     driver.request_stop()
     await asyncio.wait_for(task, 60)
     steps = driver.steps

@@ -1,13 +1,11 @@
 """Crash consistency of the live engine: a durable command log, replay after a crash, poisoned
 commands taken back, pending drills never left pending, and a heartbeat for health."""
 
-import asyncio
-
 import numpy as np
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.web.test_driver import FakeClock, drivers, request_drill  # noqa: F401
+from tests.web.test_driver import FakeClock, commands_arrived, drivers, request_drill  # noqa: F401
 from twin import models as m
 from twin.live import command_log
 
@@ -35,7 +33,7 @@ async def test_a_drill_applied_after_the_last_snapshot_survives_a_crash(drivers,
     await steps(first)
     await first.snapshot()
     drill = await request_drill(demo_users, kind="node", target="3", params={})
-    await asyncio.sleep(0.05)
+    await commands_arrived(first, "drill")
     await steps(first, 2)
     assert (await refreshed(drill)).status == m.DrillStatus.APPLIED
     assert not first.engine.state.node_up[3]
@@ -58,7 +56,7 @@ async def test_a_command_that_poisons_the_next_step_is_taken_back_and_the_engine
     await steps(driver)
     await driver.snapshot()
     drill = await request_drill(demo_users, kind="node", target="5", params={})
-    await asyncio.sleep(0.05)
+    await commands_arrived(driver, "drill")
     driver.clock.now += 2.0
     await driver.commands.apply_all()
     assert (await refreshed(drill)).status == m.DrillStatus.APPLIED

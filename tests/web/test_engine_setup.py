@@ -7,6 +7,7 @@ from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.waiting import until
 from twin.config import checks
 from twin.live import embedded
 
@@ -45,16 +46,15 @@ async def test_the_embedded_driver_starts_once_per_process(settings, monkeypatch
 
     async def fake_run(d):
         runs.append(d)
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # sleep-ok: an engine that runs until cancelled
 
     monkeypatch.setattr(embedded, "_embedded_run", fake_run)
     assert embedded.driver_ensure_started() is True
     assert embedded.driver_ensure_started() is True
-    await asyncio.sleep(0)
+    await until(lambda: runs, what="the embedded engine's task running")
     assert len(runs) == 1 and embedded.embedded_driver() is runs[0]
     embedded._embedded["task"].cancel()
-    await asyncio.sleep(0)
-    assert embedded.embedded_driver() is None
+    await until(lambda: embedded.embedded_driver() is None, what="the cancelled task done")
 
 
 def ids(settings, *, deploy=False):
@@ -76,7 +76,7 @@ async def test_the_serving_process_starts_it_on_its_loop_with_its_driver(setting
 
     async def fake_run(d):
         runs.append(d)
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # sleep-ok: an engine that runs until cancelled
 
     def make_driver():
         made.append(object())
@@ -86,10 +86,11 @@ async def test_the_serving_process_starts_it_on_its_loop_with_its_driver(setting
     monkeypatch.setattr(embedded, "_embedded_run", fake_run)
     assert embedded.embedded_start(asyncio.get_running_loop(), make_driver=make_driver)
     assert runs == []  # scheduled on the loop, not run from the hook
-    await asyncio.sleep(0.05)
+    await until(lambda: runs, what="the engine started on the loop")
     assert embedded.driver_ensure_started() is True
-    await asyncio.sleep(0.05)
-    assert runs == made and len(made) == 1
+    assert len(made) == 1  # the dashboard's start found it running: no second driver
+    await until(lambda: runs == made, what=lambda: f"the driver made run (made {made}, "
+                                                   f"runs {runs})")
     embedded._embedded["task"].cancel()
 
 
