@@ -109,7 +109,13 @@ def _settle(page, path: str) -> None:
         page.wait_for_selector("#rack-status .nsewdrag", timeout=60_000)
     elif path == "/":
         page.wait_for_selector("#series-chart .main-svg", timeout=60_000)
-    page.wait_for_timeout(300)
+    # fonts loaded and the layout still: the page's width the same over two animation frames
+    page.wait_for_function(
+        """() => new Promise(done => { const w = document.documentElement.scrollWidth;
+             requestAnimationFrame(() => requestAnimationFrame(() =>
+               done(document.fonts.status === 'loaded'
+                    && document.documentElement.scrollWidth === w))); })""",
+        timeout=60_000)
 
 
 def test_no_page_overflows_horizontally_from_390_to_2560_px(twin, browser, tmp_path):
