@@ -4,9 +4,10 @@ who acknowledged them, and an incident's timeline from the stored event log.
 
 Where they are kept: the engine keeps its incidents (open ones and the last 200 resolved,
 carried by its snapshots) and every frame carries the open ones (the worst 50) and the last 20
-resolved ones, within 32 kB (worst first; the counts cover all); the frame is stored in ``LiveState``, so they survive a restart of either
-process.  No second copy is written: a Django model filled by the driver would have to be kept
-in step with the engine's own books (restores, re-plans), for nothing the frame lacks here.
+resolved ones, within 32 kB (worst first; the counts cover all); the frame is stored in
+``LiveState``, so they survive a restart of either process.  No second copy is written: a
+Django model filled by the driver would have to be kept in step with the engine's own books
+(restores, re-plans), for nothing the frame lacks here.
 Acknowledgements are the web side's own: an :class:`~twin.audit.models.AuditEntry`
 (``incident_ack``) says who and when, keyed by the run, the incident's id and its start.
 """
