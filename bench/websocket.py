@@ -1,15 +1,20 @@
 """Benchmark the live dashboard's WebSocket: N logged-in clients on ``/ws/twin/`` for ~30 s.
 
-One worker: one daphne with the engine embedded (the ``make run`` shape). Two workers:
-``manage.py run_engine`` plus two daphne processes joined by Redis (``REDIS_URL``), the clients
-split between them. Every frame carries its publish time (``sent_at``), so each client records
-delivery latency; it also records frame sizes and the ``dropped`` counts the server reports.
-The engine's pace is simulated seconds per wall second as seen in the frames. A logged-in page
-load (GET /) is timed while the sockets stream.
+One worker: ``manage.py serve`` with the engine embedded (the ``make run`` shape). Two
+workers: ``manage.py run_engine`` plus two ``manage.py serve`` processes joined by Redis
+(``REDIS_URL``), the clients split between them. Every client connects at once (a server
+restart: every dashboard reconnects) and records its handshake time. Every frame carries its
+publish time (``sent_at``), so each client records delivery latency; it also records frame
+sizes, the seqs it never got (lost) and the ``dropped`` counts the server reports. The
+engine's pace is simulated seconds per wall second as seen in the frames. A logged-in page
+load (GET /) is timed while the sockets stream. The load generator shares the machine: the
+CPU seconds of every server process and of the clients are reported apart, for the connect
+phase and the measured window, with the load average before and after.
 
-Targets: p99 delivery latency < 1 s, frames < 100 kB, pace within 5 % of the speed-up.
+Targets: every client connected, handshake p99 < 5 s, p99 delivery latency < 1 s, no frame
+lost or dropped, frames < 100 kB, pace within 5 % of the speed-up.
 Run: .venv/bin/python -m bench.websocket [--clients 500] [--preset hyperscale-100k]
-     [--workers 1|2] [--seconds 30] [--speed 60]
+     [--workers 1|2] [--seconds 30] [--speed 60] [--runs 1]
 
 ``--storm``: against one daphne (engine embedded), ``--connects`` clients connect at the same
 instant and each waits for its snapshot (lost: no handshake, or no snapshot, within 30 s; daphne
@@ -25,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import collections
 import contextlib
 import http.client
@@ -39,60 +43,85 @@ import time
 from pathlib import Path
 
 from bench.live_server import (
-    daphne_start,
     database_prepare,
     engine_start,
     free_port,
     live_env,
     redis_reachable,
+    serve_start,
     stop,
 )
+from bench.ws_client import dashboard_open, masked_frame, upgrade_request
 
 TARGET_P99_S = 1.0
+TARGET_HANDSHAKE_P99_S = 5.0
 TARGET_FRAME_KB = 100.0
 TARGET_FLOOD_MB = 50.0
 _HEAD = re.compile(rb'^\{(?:"dropped":(\d+),)?"type":"(\w+)","seq":(\d+),"t":([-0-9.e+]+),'
                    rb'"sent_at":([0-9.e+]+)')
 
 
-async def _client(port: int, cookie: str, start: float, end: float, out: dict) -> None:
-    from websockets.asyncio.client import connect
+async def _client(port: int, cookie: str, at: float, start: float, end: float,
+                  out: dict) -> None:
+    await asyncio.sleep(max(0.0, at - time.time()))
+    last = None  # the seq of the last message (snapshot or frame) before this one
+
+    def message(opcode: int, head_bytes: bytes, length: int, now: float) -> None:
+        nonlocal last
+        head = _HEAD.match(head_bytes)
+        if head is None:
+            return
+        seq = int(head[3])
+        if head[2] != b"frame" or now < start or now > end:
+            last = seq
+            return
+        if last is not None and seq > last + 1:
+            out["lost"] += seq - last - 1
+        last = seq
+        out["latency"].append(now - float(head[5]))
+        out["frames"] += 1
+        out["max_bytes"] = max(out["max_bytes"], length)
+        out["dropped"] += int(head[1] or 0)
+        out["pace"].append((float(head[5]), float(head[4])))
+
     try:
-        async with connect(f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
-                           additional_headers={"Cookie": f"sessionid={cookie}"},
-                           compression=None, max_size=None, ping_interval=None,
-                           open_timeout=120) as ws:
-            out["connected"] += 1
-            while time.time() < end:
-                try:
-                    data = await asyncio.wait_for(ws.recv(decode=False), end - time.time())
-                except TimeoutError:
-                    break
-                now = time.time()
-                head = _HEAD.match(data)
-                if head is None or head[2] != b"frame" or now < start:
-                    continue
-                out["latency"].append(now - float(head[5]))
-                out["frames"] += 1
-                out["max_bytes"] = max(out["max_bytes"], len(data))
-                out["dropped"] += int(head[1] or 0)
-                out["pace"].append((float(head[5]), float(head[4])))
+        client, took = await dashboard_open(port, cookie, message, timeout=120)
     except Exception as exc:  # a failed client is counted, not fatal to the run
         out["errors"].append(f"{type(exc).__name__}: {exc}")
+        return
+    out["handshake_s"].append(took)
+    out["connected"] += 1
+    try:
+        await asyncio.wait_for(client.closed, max(0.0, end - time.time()))
+        out["errors"].append(f"closed by the server with {client.closed.result()}")
+    except TimeoutError:
+        pass
+    except Exception as exc:
+        out["errors"].append(f"{type(exc).__name__}: {exc}")
+    finally:
+        client.close()
 
 
-def _client_process(ports: list[int], cookie: str, n: int, offset: int, start: float,
-                    end: float, results) -> None:
+def _client_process(ports: list[int], cookie: str, n: int, offset: int, connects: tuple,
+                    start: float, end: float, results) -> None:
+    """``n`` clients, the ``offset``-th first; ``connects``: (first time, spread s, clients in
+    all): client ``j`` of all connects at ``first + j / clients * spread``."""
+    first, spread, total = connects
     out = {"connected": 0, "latency": [], "frames": 0, "max_bytes": 0, "dropped": 0,
-           "pace": [], "errors": []}
+           "lost": 0, "pace": [], "errors": [], "handshake_s": []}
+
+    async def window_start():
+        await asyncio.sleep(max(0.0, start - time.time()))
+        out["cpu_connect_s"] = _own_cpu_s()
 
     async def main():
-        await asyncio.gather(*(_client(ports[(offset + i) % len(ports)], cookie, start, end,
-                                       out) for i in range(n)))
+        await asyncio.gather(window_start(), *(
+            _client(ports[(offset + i) % len(ports)], cookie,
+                    first + (offset + i) / total * spread, start, end, out)
+            for i in range(n)))
 
     asyncio.run(main())
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    out["cpu_s"] = usage.ru_utime + usage.ru_stime
+    out["cpu_s"] = _own_cpu_s() - out["cpu_connect_s"]
     out["pace"] = out["pace"][:: max(1, len(out["pace"]) // 200)]
     results.put(out)
 
@@ -126,6 +155,11 @@ def _page_load(port: int, cookie: str, times: int = 10) -> tuple[list[float], in
     return took, status, size
 
 
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -153,28 +187,32 @@ def run(args) -> dict:
             procs["engine"] = engine_start(env, log=tmp / "engine.log")
         ports = [free_port() for _ in range(args.workers)]
         for i, port in enumerate(ports):
-            procs[f"daphne{i}"] = daphne_start(env, port, log=tmp / f"daphne{i}.log")
+            procs[f"serve{i}"] = serve_start(env, port, log=tmp / f"serve{i}.log")
         t = time.perf_counter()
         _first_frame(ports[0], cookie, timeout=300)
         print(f"engine publishing after {time.perf_counter() - t:.1f} s "
               f"({args.preset}, x{args.speed:g}); logs in {tmp}")
 
-        ramp = max(10.0, args.clients / 25)
+        ramp = max(10.0, args.clients / 100) + args.connect_over
+        connects = (time.time() + 1.0, args.connect_over, args.clients)
         start = time.time() + ramp
         end = start + args.seconds
         results: mp.Queue = mp.Queue()
         k = max(1, min(args.client_procs, args.clients))
         share = [args.clients // k + (i < args.clients % k) for i in range(k)]
         workers = [mp.Process(target=_client_process,
-                              args=(ports, cookie, share[i], sum(share[:i]), start, end,
-                                    results)) for i in range(k)]
+                              args=(ports, cookie, share[i], sum(share[:i]), connects,
+                                    start, end, results)) for i in range(k)]
+        load_before = os.getloadavg()
+        cpu0 = {name: _cpu_s(p.pid) for name, p in procs.items()}
         for w in workers:
             w.start()
         time.sleep(max(0.0, start - time.time()))
-        cpu0 = {name: _cpu_s(p.pid) for name, p in procs.items()}
+        cpu1 = {name: _cpu_s(p.pid) for name, p in procs.items()}
         page, status, size = _page_load(ports[0], cookie)
         outs = [results.get(timeout=end - time.time() + 120) for _ in workers]
-        cpu = {name: (_cpu_s(p.pid) - cpu0[name]) / args.seconds for name, p in procs.items()}
+        cpu2 = {name: _cpu_s(p.pid) for name, p in procs.items()}
+        load_after = os.getloadavg()
         for w in workers:
             w.join(30)
     finally:
@@ -183,6 +221,7 @@ def run(args) -> dict:
         for db in tmp.glob("db.sqlite3*"):  # snapshots of 10 MB each; the logs stay
             db.unlink()
     latency = [x for o in outs for x in o["latency"]]
+    handshakes = [x for o in outs for x in o["handshake_s"]]
     pace_points = sorted(p for o in outs for p in o["pace"])
     pace = ((pace_points[-1][1] - pace_points[0][1]) / (pace_points[-1][0] - pace_points[0][0])
             if len(pace_points) > 1 and pace_points[-1][0] > pace_points[0][0] else float("nan"))
@@ -190,63 +229,91 @@ def run(args) -> dict:
     return {
         "clients": args.clients, "workers": args.workers, "preset": args.preset,
         "connected": sum(o["connected"] for o in outs), "errors": errors,
+        "handshake_p50_s": statistics.median(handshakes) if handshakes else float("nan"),
+        "handshake_p99_s": _pct(handshakes, 0.99),
+        "handshake_max_s": max(handshakes, default=float("nan")),
         "p50_s": statistics.median(latency) if latency else float("nan"),
         "p99_s": _pct(latency, 0.99), "max_s": max(latency, default=float("nan")),
         "frames_per_s_per_client": sum(o["frames"] for o in outs) / args.clients / args.seconds,
         "max_frame_kb": max(o["max_bytes"] for o in outs) / 1000.0,
-        "dropped": sum(o["dropped"] for o in outs),
+        "dropped": sum(o["dropped"] for o in outs), "lost": sum(o["lost"] for o in outs),
         "pace": pace, "speed": args.speed,
         "page_p50_s": statistics.median(page), "page_max_s": max(page),
         "page_status": status, "page_kb": size / 1000.0,
-        "cpu": cpu, "client_cpu_s": sum(o["cpu_s"] for o in outs),
-        "client_procs": len(outs), "wall_s": args.seconds + ramp,
+        "cpu_connect_s": {n: cpu1[n] - cpu0[n] for n in procs},
+        "cpu_window_s": {n: cpu2[n] - cpu1[n] for n in procs},
+        "client_cpu_connect_s": sum(o["cpu_connect_s"] for o in outs),
+        "client_cpu_window_s": sum(o["cpu_s"] for o in outs),
+        "client_procs": len(outs), "ramp_s": ramp, "seconds": args.seconds,
+        "connect_over_s": args.connect_over,
+        "load_before": load_before, "load_after": load_after,
     }
 
 
 def report(r: dict) -> None:
-    print(f"{r['clients']} clients, {r['workers']} worker(s), {r['preset']}: "
-          f"{r['connected']} connected, {len(r['errors'])} failed")
-    for e in sorted(set(r["errors"]))[:5]:
-        print(f"  client error: {e}")
     ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
+    how = (f"connecting over {r['connect_over_s']:g} s" if r["connect_over_s"]
+           else "connecting at once")
+    print(f"{r['clients']} clients {how}, {r['workers']} worker(s), {r['preset']}: "
+          f"{r['connected']} connected, {len(r['errors'])} failed   target all: "
+          f"{ok(r['connected'] == r['clients'])}")
+    for e, n in collections.Counter(r["errors"]).most_common(5):
+        print(f"  client error: {n} x {e[:160]}")
+    print(f"  handshake p50 {r['handshake_p50_s'] * 1000:.0f} ms  p99 "
+          f"{r['handshake_p99_s'] * 1000:.0f} ms  max {r['handshake_max_s'] * 1000:.0f} ms   "
+          f"target p99 < {TARGET_HANDSHAKE_P99_S:g} s: "
+          f"{ok(r['handshake_p99_s'] < TARGET_HANDSHAKE_P99_S)}")
     print(f"  delivery latency  p50 {r['p50_s'] * 1000:.0f} ms  p99 {r['p99_s'] * 1000:.0f} ms  "
           f"max {r['max_s'] * 1000:.0f} ms   target p99 < {TARGET_P99_S:g} s: "
           f"{ok(r['p99_s'] < TARGET_P99_S)}")
     print(f"  frames/s per client {r['frames_per_s_per_client']:.2f}   max frame "
           f"{r['max_frame_kb']:.1f} kB   target < {TARGET_FRAME_KB:g} kB: "
           f"{ok(r['max_frame_kb'] < TARGET_FRAME_KB)}")
-    print(f"  drops reported by the server: {r['dropped']}")
+    print(f"  frames lost (seqs a client never got) {r['lost']}, of which the server reported "
+          f"dropped {r['dropped']}   target 0: {ok(r['lost'] == 0 and r['dropped'] == 0)}")
     print(f"  engine pace {r['pace']:.1f} simulated s per wall s (speed-up x{r['speed']:g}): "
           f"{ok(abs(r['pace'] / r['speed'] - 1) < 0.05)}")
     print(f"  GET / (logged in) p50 {r['page_p50_s'] * 1000:.0f} ms  max "
           f"{r['page_max_s'] * 1000:.0f} ms  (HTTP {r['page_status']}, {r['page_kb']:.1f} kB)")
-    print("  CPU over the window: " + ", ".join(f"{k} {v * 100:.0f} %"
-                                                for k, v in r["cpu"].items())
-          + f"; the {r['client_procs']} client processes used {r['client_cpu_s']:.0f} CPU-s "
-          f"in {r['wall_s']:.0f} s (ramp included) on {os.cpu_count()} cores")
+    for phase, wall in (("connect", r["ramp_s"]), ("window", r["seconds"])):
+        server = r[f"cpu_{phase}_s"]
+        print(f"  CPU s in the {phase} phase ({wall:.0f} s wall): "
+              + ", ".join(f"{k} {v:.1f}" for k, v in server.items())
+              + f" (servers {sum(server.values()):.1f}); clients "
+              f"{r[f'client_cpu_{phase}_s']:.1f} in {r['client_procs']} processes")
+    print("  load average (1, 5, 15 min) before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} "
+          "{:.2f}, on {} cores".format(*r["load_before"], *r["load_after"], os.cpu_count()))
 
 
 # ----------------------------------------------------------------- --storm
 async def _storm_client(port: int, cookie: str, start: float, hold_until: float,
                         out: dict) -> None:
-    from websockets.asyncio.client import connect
     await asyncio.sleep(max(0.0, start - time.time()))
+    first: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def message(opcode: int, head: bytes, length: int, now: float) -> None:
+        if not first.done():
+            first.set_result((head, now))
+
     t = time.time()
     try:
-        async with connect(f"ws://127.0.0.1:{port}/ws/twin/", origin=f"http://127.0.0.1:{port}",
-                           additional_headers={"Cookie": f"sessionid={cookie}"},
-                           compression=None, max_size=None, ping_interval=None,
-                           open_timeout=30) as ws:
-            out["handshake_s"].append(time.time() - t)
-            if not (await asyncio.wait_for(ws.recv(decode=False), 30)).startswith(
-                    b'{"type":"snapshot"'):
-                raise RuntimeError("the first message is not a snapshot")
-            out["snapshot_s"].append(time.time() - t)
-            while time.time() < hold_until:  # keep reading frames until every client is in
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ws.recv(decode=False), hold_until - time.time())
+        client, took = await dashboard_open(port, cookie, message, timeout=30)
     except Exception as exc:  # a lost connect is counted, not fatal to the run
         out["errors"].append(f"{type(exc).__name__}: {exc}"[:160])
+        return
+    try:
+        out["handshake_s"].append(took)
+        head, now = await asyncio.wait_for(first, 30)
+        if not head.startswith(b'{"type":"snapshot"'):
+            raise RuntimeError("the first message is not a snapshot")
+        out["snapshot_s"].append(now - t)
+        # keep reading frames until every client is in
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(client.closed, max(0.0, hold_until - time.time()))
+    except Exception as exc:
+        out["errors"].append(f"{type(exc).__name__}: {exc}"[:160])
+    finally:
+        client.close()
 
 
 def _storm_process(port: int, cookie: str, n: int, start: float, hold_until: float,
@@ -258,28 +325,18 @@ def _storm_process(port: int, cookie: str, n: int, start: float, hold_until: flo
                                for _ in range(n)))
 
     asyncio.run(main())
+    out["cpu_s"] = _own_cpu_s()
     results.put(out)
-
-
-def _ws_frame(text: str) -> bytes:
-    """A masked client text frame (RFC 6455), short payload."""
-    data, mask = text.encode(), os.urandom(4)
-    return (bytes([0x81, 0x80 | len(data)]) + mask
-            + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
 
 
 async def _flood_client(port: int, cookie: str, every_s: float, end: float) -> str:
     """Open a socket, then send resync every ``every_s`` (0: as fast as the socket takes
     them) and read nothing; returns how it ended."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write((f"GET /ws/twin/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                  f"Origin: http://127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-                  f"Sec-WebSocket-Version: 13\r\nCookie: sessionid={cookie}\r\n\r\n").encode())
+    writer.write(upgrade_request(port, cookie))
     if b" 101 " not in (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")[0]:
         return "refused"
-    resync = _ws_frame('{"type":"resync"}')
+    resync = masked_frame(0x1, b'{"type":"resync"}')
     try:
         while time.time() < end:
             writer.write(resync)
@@ -324,7 +381,7 @@ def storm(args) -> dict:
     cookie = database_prepare(env)
     port = free_port()
     log = tmp / "daphne.log"
-    daphne = daphne_start(env, port, log=log)
+    daphne = serve_start(env, port, log=log)
     try:
         t = time.perf_counter()
         _first_frame(port, cookie, timeout=300)
@@ -340,10 +397,13 @@ def storm(args) -> dict:
         procs = [mp.Process(target=_storm_process,
                             args=(port, cookie, share[i], start, hold_until, results))
                  for i in range(k)]
+        load_before = os.getloadavg()
+        cpu0 = _cpu_s(daphne.pid)
         for proc in procs:
             proc.start()
         rss_storm = max(_rss_while(daphne.pid, hold_until), default=float("nan"))
         outs = [results.get(timeout=120) for _ in procs]
+        storm_cpu = _cpu_s(daphne.pid) - cpu0
         for proc in procs:
             proc.join(30)
 
@@ -378,6 +438,8 @@ def storm(args) -> dict:
         "rss_flood_peak_mb": max(flood_rss, default=float("nan")), "rss_after_mb": rss_after,
         "flood_clients": args.flood_clients, "flood_seconds": args.flood_seconds,
         "endings": collections.Counter(endings), "closes": dict(closes),
+        "server_cpu_s": storm_cpu, "client_cpu_s": sum(o["cpu_s"] for o in outs),
+        "storm_wall_s": hold_until - start + 3.0, "load_before": load_before,
     }
 
 
@@ -392,6 +454,9 @@ def storm_report(r: dict) -> None:
     print(f"  handshake p50 {r['handshake_p50_s'] * 1000:.0f} ms  p99 "
           f"{r['handshake_p99_s'] * 1000:.0f} ms  max {r['handshake_max_s'] * 1000:.0f} ms; "
           f"snapshot p99 {r['snapshot_p99_s'] * 1000:.0f} ms after the connect began")
+    print(f"  CPU s over the storm ({r['storm_wall_s']:.0f} s wall): server "
+          f"{r['server_cpu_s']:.1f}, clients {r['client_cpu_s']:.1f}; load average before "
+          "{:.2f} {:.2f} {:.2f} on {} cores".format(*r["load_before"], os.cpu_count()))
     print(f"  daphne RSS: idle {r['rss_idle_mb']:.0f} MB, with the {r['connects']} sockets "
           f"{r['rss_storm_mb']:.0f} MB, after them {r['rss_base_mb']:.0f} MB")
     growth = r["rss_flood_peak_mb"] - r["rss_base_mb"]
@@ -411,6 +476,10 @@ def main() -> None:
     parser.add_argument("--preset", default="hyperscale-100k")
     parser.add_argument("--workers", type=int, choices=(1, 2), default=1)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--runs", type=int, default=1, help="measure this many times")
+    parser.add_argument("--connect-over", type=float, default=0.0,
+                        help="spread the clients' connects evenly over this many s (0: all at "
+                        "once, as dashboards reconnecting 1 s after a restart)")
     parser.add_argument("--speed", type=float, default=60.0)
     parser.add_argument("--frame-interval", type=float, default=1.0)
     parser.add_argument("--snapshot-interval", type=float, default=20.0,
@@ -426,7 +495,8 @@ def main() -> None:
     if args.storm:
         storm_report(storm(args))
     else:
-        report(run(args))
+        for _ in range(args.runs):
+            report(run(args))
 
 
 if __name__ == "__main__":

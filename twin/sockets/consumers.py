@@ -3,7 +3,8 @@
 Connecting is cheap: the socket is accepted before anything reads the database (daphne drops a
 handshake that takes 5 s, and a thousand dashboards reconnecting at once would queue behind the
 one database thread), then its session is checked (batched with every other socket's check, and
-reused for ``WS_RECHECK_S`` by sockets of the same session), then it joins ``twin.frames`` and its
+reused for ``WS_RECHECK_S`` by sockets of the same session), then it joins the process's frame
+fan-out (one subscription to ``twin.frames`` for all sockets, :mod:`twin.sockets.fanout`) and its
 sender task sends the snapshot, then frames.
 
 A socket keeps no rights of its own: every command re-reads the session and the user (active,
@@ -48,7 +49,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from twin import app_setting
 from twin.live import broadcast, selectors
 from twin.live.embedded import driver_ensure_started
-from twin.sockets.flow import INBOX_SCOPE_KEY, OutboundFlow, scope_transport
+from twin.sockets.fanout import FrameFanout, frame_fanout
+from twin.sockets.flow import (
+    INBOX_SCOPE_KEY,
+    DirectFrames,
+    OutboundFlow,
+    scope_transport,
+    websocket_text_frame,
+)
 from twin.sockets.sessions import (
     RightLost,
     Rights,
@@ -73,7 +81,7 @@ _CLOSED = {CLOSE_UNAUTHENTICATED: "closed_unauthenticated", CLOSE_FORBIDDEN: "cl
 """The counter of each close code (``stream_metrics``); 4408 and 4429 are also logged."""
 _counters = {"connections": 0, "frames_sent": 0, "frames_dropped": 0, "client_errors": 0,
              "frames_untrusted": 0, **dict.fromkeys(_CLOSED.values(), 0)}
-_snapshot_cache: dict = {"key": None, "text": None}
+_snapshot_cache: dict = {"key": None, "text": None, "wire": None}
 
 
 def stream_metrics() -> dict[str, int]:
@@ -127,15 +135,13 @@ class TwinConsumer(AsyncWebsocketConsumer):
     sender: asyncio.Task | None = None
     flow: OutboundFlow | None = None
     registry: SocketSessions | None = None
+    fanout: FrameFanout | None = None
 
     channel_layer_alias = None
     """No layer channel of channels' making: its messages would reach the handlers whatever
     their type (a forged "websocket.receive" with a command, say, from anyone who reaches
-    Redis). The consumer reads its own channel, and takes only signed frames from it
-    (:meth:`_frames_in`)."""
-    layer = None
-    channel: str | None = None
-    frames: asyncio.Task | None = None
+    Redis). Frames come from the process's one fan-out (:mod:`twin.sockets.fanout`), which
+    takes only signed frames from the layer."""
     inbox = None
 
     async def __call__(self, scope, receive, send):
@@ -181,12 +187,11 @@ class TwinConsumer(AsyncWebsocketConsumer):
         transport = scope_transport(self.scope)
         if transport is not None:
             self.flow.attach(transport)
+        self.direct = DirectFrames.of(self.scope)
         # a backlog of the client's messages is a client sending faster than it is answered
         self.inbox = self.scope.get(INBOX_SCOPE_KEY)
-        self.layer = get_channel_layer()
-        self.channel = await self.layer.new_channel()
-        self.frames = asyncio.create_task(self._frames_in())
-        await broadcast.frames_join(self.layer, self.channel, self.frame_offer)
+        self.fanout = frame_fanout(get_channel_layer())
+        await self.fanout.add(self)
         self.joined = True
         _counters["connections"] += 1
         self.registry.add(self)
@@ -194,18 +199,17 @@ class TwinConsumer(AsyncWebsocketConsumer):
         self.sender = asyncio.create_task(self._send_loop())
 
     async def disconnect(self, code):
-        was_joined = self.joined
         self._release()
-        if was_joined:
-            await broadcast.frames_leave(self.layer, self.channel)
 
     def _release(self) -> None:
-        """Stop sending and leave the registry (idempotent; no await: also runs on cancel)."""
-        for task in (self.sender, self.frames):
-            if task is not None and task is not asyncio.current_task():
-                task.cancel()
+        """Stop sending, leave the fan-out and the registry (idempotent; no await: also runs
+        on cancel)."""
+        if self.sender is not None and self.sender is not asyncio.current_task():
+            self.sender.cancel()
         if self.flow is not None:
             self.flow.detach()
+        if self.fanout is not None:
+            self.fanout.discard(self)
         if self.joined:
             self.joined = False
             _counters["connections"] -= 1
@@ -221,10 +225,7 @@ class TwinConsumer(AsyncWebsocketConsumer):
             logger.warning("closing a dashboard socket with %d (%s)", code, _CLOSED[code][7:])
             if self.flow is not None:  # what it still sends is not read: daphne would queue it
                 self.flow.detach(deaf=True)
-        was_joined = self.joined
         self._release()
-        if was_joined:
-            await broadcast.frames_leave(self.layer, self.channel)
         await self.close(code=code)
 
     def _shut_soon(self, code: int) -> None:
@@ -245,17 +246,12 @@ class TwinConsumer(AsyncWebsocketConsumer):
                 self._send_snapshot(newer_only=True))
 
     # ----------------------------------------------------------------- frames out
-    async def _frames_in(self) -> None:
-        """Frames from the layer (another process's engine): only those this instance signed
-        (:func:`twin.live.broadcast.frame_receive` drops the rest). In-process frames come
-        straight to :meth:`frame_offer`."""
-        try:
-            while True:
-                self.frame_offer(await broadcast.frame_receive(self.layer, self.channel))
-        except Exception:  # the layer is gone: the client reconnects and gets a snapshot
-            logger.exception("a dashboard socket lost the channel layer; closing it")
-            self._release()
-            await self.close(code=1011)
+    def frames_lost(self) -> None:
+        """The fan-out lost the channel layer: close; the client reconnects for a snapshot."""
+        self._release()
+        if not self.closing:
+            self.closing = True
+            self._shutting = asyncio.get_running_loop().create_task(self.close(code=1011))
 
     def frame_offer(self, event: dict) -> None:
         """A frame for this client: keep only the newest one not yet sent."""
@@ -284,24 +280,27 @@ class TwinConsumer(AsyncWebsocketConsumer):
                 self.seq_suspect = True
                 _counters["frames_untrusted"] += 1
                 continue
-            text = event["text"]
+            text, wire = event["text"], event.get("wire")
             if self.dropped:
-                text = broadcast.frame_with_dropped(text, self.dropped)
+                text, wire = broadcast.frame_with_dropped(text, self.dropped), None
                 self.dropped = 0
             self.last_seq = event["seq"]
             self.stalled = 0
-            await self._send_text(text)
+            await self._send_text(text, wire)
             _counters["frames_sent"] += 1
 
     async def _send_snapshot(self, *, newer_only: bool = False):
-        seq, text = await _snapshot_text()
+        seq, text, wire = await _snapshot_text()
         if self.closing or (newer_only and seq <= self.last_seq):
             return
         self.last_seq = max(self.last_seq, seq)
-        await self._send_text(text)
+        await self._send_text(text, wire)
 
-    async def _send_text(self, text: str) -> None:
-        await self.send(text_data=text)
+    async def _send_text(self, text: str, wire: bytes | None = None) -> None:
+        """Send ``text``; ``wire``, the same text built as a WebSocket frame, is written as it
+        is where the socket allows it (:class:`~twin.sockets.flow.DirectFrames`)."""
+        if wire is None or self.direct is None or not self.direct.write(wire):
+            await self.send(text_data=text)
         self.flow.wrote(len(text))
         if self.flow.queued > self.limits.max_queued_bytes:
             await self._shut(CLOSE_SLOW_READER)
@@ -360,9 +359,10 @@ _snapshot_reads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """The snapshot read in flight, per event loop: sockets connecting together share it."""
 
 
-async def _snapshot_text() -> tuple[int, str]:
-    """The latest frame as a snapshot; read once for the sockets that ask at the same time,
-    encoded once per version for every client."""
+async def _snapshot_text() -> tuple[int, str, bytes | None]:
+    """The latest frame as a snapshot (seq, text, the text built as a WebSocket frame); read
+    once for the sockets that ask at the same time, encoded once per version for every
+    client."""
     loop = asyncio.get_running_loop()
     read = _snapshot_reads.get(loop)
     if read is None or read.done():
@@ -370,15 +370,17 @@ async def _snapshot_text() -> tuple[int, str]:
     return await asyncio.shield(read)
 
 
-async def _snapshot_read() -> tuple[int, str]:
+async def _snapshot_read() -> tuple[int, str, bytes | None]:
     version = await database_sync_to_async(selectors.live_state_version)()
     if version is not None and version == _snapshot_cache["key"]:
-        return version[0], _snapshot_cache["text"]
+        return version[0], _snapshot_cache["text"], _snapshot_cache["wire"]
     state = await database_sync_to_async(selectors.live_state_get)()
     if state is None:
-        return 0, broadcast.snapshot_encode({}, seq=0)
+        return 0, broadcast.snapshot_encode({}, seq=0), None
     text = broadcast.snapshot_encode(state.frame, seq=state.seq, health=state.health,
                                      speed=state.speed, paused=state.paused,
                                      last_error=state.last_error)
-    _snapshot_cache.update(key=(state.seq, state.health, state.updated_at), text=text)
-    return state.seq, text
+    wire = websocket_text_frame(text.encode())
+    _snapshot_cache.update(key=(state.seq, state.health, state.updated_at), text=text,
+                           wire=wire)
+    return state.seq, text, wire

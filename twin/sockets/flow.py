@@ -6,6 +6,9 @@
   read with :func:`scope_transport`) that ``manage.py serve`` adds to every WebSocket scope
   (:class:`twin.config.serving.TwinServer`). Served another way (plain ``daphne``, another
   server, the tests' communicator) there is no transport and nothing measures the client.
+* Frames out: the same extension carries daphne's WebSocket protocol of the socket, so a frame
+  built once as WebSocket bytes (:func:`websocket_text_frame`) is written as it is to every
+  socket (:class:`DirectFrames`) instead of being encoded and framed again per socket.
 * In (client to server): :class:`ClientInbox` reads the client's messages as soon as the
   server has them, so the consumer sees how many wait unanswered (a client that sends faster
   than it is answered). :class:`ClientInboxMiddleware` puts one in every WebSocket scope
@@ -26,9 +29,11 @@ INBOX_SCOPE_KEY = "twin.inbox"
 """Scope key of the socket's :class:`ClientInbox`."""
 
 
-def scope_with_transport(scope: dict, transport) -> dict:
-    """``scope`` advertising ``transport`` (one that takes a push producer) as an extension."""
-    extensions = {**(scope.get("extensions") or {}), TRANSPORT_EXTENSION: {"transport": transport}}
+def scope_with_transport(scope: dict, transport, websocket=None) -> dict:
+    """``scope`` advertising ``transport`` (one that takes a push producer) and the server's
+    ``websocket`` protocol of the connection (autobahn's, as daphne has it) as an extension."""
+    extension = {"transport": transport, "websocket": websocket}
+    extensions = {**(scope.get("extensions") or {}), TRANSPORT_EXTENSION: extension}
     return {**scope, "extensions": extensions}
 
 
@@ -37,6 +42,68 @@ def scope_transport(scope: dict):
     extension = (scope.get("extensions") or {}).get(TRANSPORT_EXTENSION) or {}
     transport = extension.get("transport")
     return transport if callable(getattr(transport, "registerProducer", None)) else None
+
+
+# ----------------------------------------------------------------- frames out
+def websocket_text_frame(data: bytes) -> bytes:
+    r"""UTF-8 ``data`` as one final, unmasked WebSocket text frame (RFC 6455, 5.2): what a
+    server writes for a text message, built once for every socket.
+
+    >>> websocket_text_frame(b'{"seq":1}')
+    b'\x81\t{"seq":1}'
+    >>> websocket_text_frame(b"x" * 200)[:4], websocket_text_frame(b"x" * 70000)[:10]
+    (b'\x81~\x00\xc8', b'\x81\x7f\x00\x00\x00\x00\x00\x01\x11p')
+    """
+    n = len(data)
+    if n <= 125:
+        head = bytes((0x81, n))
+    elif n <= 0xFFFF:
+        head = bytes((0x81, 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + n.to_bytes(8, "big")
+    return head + data
+
+
+_WEBSOCKET_STATE = ("state", "STATE_OPEN", "send_queue", "transport")
+"""What :class:`DirectFrames` reads of autobahn's protocol to know it would write the same
+(and ``websocket_extensions_in_use``, set once the handshake succeeded)."""
+
+
+class DirectFrames:
+    """Writes built frames (:func:`websocket_text_frame`) straight to a socket's transport.
+
+    daphne encodes the text and autobahn frames it again for every socket, and those copies
+    wait in the sockets' send buffers together: per 84 kB frame to 1,000 sockets, 56 ms of CPU
+    and 84 MB touched afresh, against 0.2 ms for one shared bytes object (issue 28). Written
+    only while autobahn would write the very same bytes: the connection open, no extension
+    (such as permessage-deflate) in use and none of its own output queued; otherwise
+    :meth:`write` returns False and the frame goes through ASGI as before.
+    """
+
+    def __init__(self, websocket):
+        self.websocket = websocket
+
+    @classmethod
+    def of(cls, scope: dict) -> DirectFrames | None:
+        """The writer of the socket the server advertised in ``scope``, else ``None``."""
+        extension = (scope.get("extensions") or {}).get(TRANSPORT_EXTENSION) or {}
+        websocket = extension.get("websocket")
+        if websocket is None:
+            return None
+        if not all(hasattr(websocket, name) for name in _WEBSOCKET_STATE):
+            _log_once("WebSocket protocols of %s are not autobahn's as expected: frames are "
+                      "encoded per socket", type(websocket).__name__)
+            return None
+        return cls(websocket)
+
+    def write(self, frame: bytes) -> bool:
+        ws = self.websocket
+        extensions = getattr(ws, "websocket_extensions_in_use", None)
+        if (ws.state != ws.STATE_OPEN or extensions is None or extensions or ws.send_queue
+                or ws.transport is None):
+            return False
+        ws.transport.write(frame)
+        return True
 
 
 # ----------------------------------------------------------------- out
