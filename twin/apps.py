@@ -11,7 +11,11 @@ class TwinConfig(AppConfig):
 
     def ready(self) -> None:
         # No engine starts here: the serving command starts it (docs/live.md).
-        from twin.config import checks  # noqa: F401  (registers the system checks)
+        from twin.config import (
+            checks,  # noqa: F401  (registers the system checks)
+            sqlite_json,
+        )
         from twin.inventory.replanning import receivers_connect
 
         receivers_connect()
+        sqlite_json.install()  # before any check asks SQLite for JSON (twin/config/sqlite_json.py)

@@ -94,9 +94,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # busy_timeout) rather than failing at once with "database is locked" when a read
     # transaction tries to become a write. One writer at a time is SQLite's limit: past it,
     # move to PostgreSQL (docs/live.md).
-    # Django's backend with its JSON probe asked of the library, not of the busy file
-    # (twin/config/sqlite3/base.py)
-    DATABASES["default"]["ENGINE"] = "twin.config.sqlite3"
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",

@@ -1,20 +1,19 @@
-"""Django's SQLite backend with one capability probe made lock-proof.
+"""Django's SQLite JSON capability asked of the library, not of the project's busy file.
 
 Django decides whether SQLite has JSON by running ``SELECT JSON(...)`` inside
 ``transaction.atomic`` on the project's database.  With ``transaction_mode = IMMEDIATE``
 (settings: writers queue at BEGIN) that BEGIN takes the write lock, so a management command
 started beside a busy live engine can wait out the busy timeout and read "no JSON" — and then
 Django's checks fail with "SQLite does not support JSONFields" although nothing is wrong.
-JSON support is a property of the SQLite library, not of the file: this backend asks a
-private in-memory database once per process, and never the shared file.
+JSON support is a property of the SQLite library, not of the file: :func:`install` (called
+from the app's ``ready``) makes the backend ask a private in-memory database, once a process.
+The backend keeps its own ENGINE name (tools such as pytest-django recognise SQLite by it).
 """
 
 from __future__ import annotations
 
 import functools
 import sqlite3
-
-from django.db.backends.sqlite3 import base, features
 
 
 @functools.cache
@@ -30,11 +29,9 @@ def library_has_json() -> bool:
     return True
 
 
-class DatabaseFeatures(features.DatabaseFeatures):
-    @property
-    def supports_json_field(self) -> bool:  # type: ignore[override]
-        return library_has_json()
+def install() -> None:
+    """Replace the SQLite backend's file probe by :func:`library_has_json`."""
+    from django.db.backends.sqlite3 import features
 
-
-class DatabaseWrapper(base.DatabaseWrapper):
-    features_class = DatabaseFeatures
+    features.DatabaseFeatures.supports_json_field = property(
+        lambda self: library_has_json(), doc=library_has_json.__doc__)
