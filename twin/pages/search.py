@@ -26,7 +26,7 @@ from scheduler.frame_schema import StoredFrame
 from scheduler.placement_schema import LivePlacement
 from twin.inventory.adapter import EngineIds
 from twin.inventory.models import Accelerator, Cluster, Link, Node, Rack, Switch
-from twin.inventory.names import Names
+from twin.inventory.names import Names, rack_url
 
 LIMIT = 20
 """Hits shown per kind."""
@@ -193,7 +193,7 @@ def _inventory(groups: dict[str, Group], cluster: Cluster, q: str, limit: int) -
                              .order_by("name").values_list("id", "name"),
                              lambda pk: ids.rack(pk) is not None, limit):
         groups["rack"].hits.append({"name": name, "detail": "",
-                                    "url": f"/topology/?rack={ids.rack(pk)}"})
+                                    "url": rack_url(ids.rack(pk))})
 
 
 def _live(groups: dict[str, Group], placement: LivePlacement | None,
