@@ -31,7 +31,8 @@ def library_has_json() -> bool:
 
 def install() -> None:
     """Replace the SQLite backend's file probe by :func:`library_has_json`."""
-    from django.db.backends.sqlite3 import features
+    # the backend's base first: its features module imports it (a cycle when features is first)
+    from django.db.backends.sqlite3 import base
 
-    features.DatabaseFeatures.supports_json_field = property(
+    base.DatabaseFeatures.supports_json_field = property(
         lambda self: library_has_json(), doc=library_has_json.__doc__)
