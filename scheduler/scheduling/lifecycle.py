@@ -25,6 +25,7 @@ from scheduler.model.job_run import (
     DONE,
     DRAINING,
     HELD,
+    NO_GPUS,
     PENDING,
     QUEUED,
     REJECTED,
@@ -298,7 +299,7 @@ class JobLifecycle(Handover):
         self._ends.set(run, None)
         self.tenants.add(run, -1)
         self.pricing.release(run)
-        run.gids = np.zeros(0, dtype=np.int64)
+        run.gids = NO_GPUS
         for w in self.run_watchers:
             w.on_release(run)
 

@@ -118,6 +118,12 @@ async def channels_of(client, prefix: str, part: str, count: int = 1) -> list[st
         await asyncio.sleep(0.02)
 
 
+async def subscribed(client, prefix: str, group: str) -> None:
+    """Once the layer at ``prefix`` has subscribed to ``group`` (made after a handshake)."""
+    found = await channels_of(client, prefix, "__group__" + group)
+    assert found, f"no subscription to {group!r} under {prefix!r} within 10 s"
+
+
 class Inbox:
     """The engine's side of ``twin.engine`` on ``layer``: what ``command_receive`` lets in.
 
@@ -166,11 +172,11 @@ def forged_frame(seq: int, sign=None) -> dict:
 
 
 # ----------------------------------------------------------------- frames
-async def test_signed_frames_cross_redis_to_the_dashboards(instance, cookies):
+async def test_signed_frames_cross_redis_to_the_dashboards(instance, cookies, intruder):
     await live_state(1, 60.0)
     comm = await connect(cookies["operator"])
     assert (await comm.receive_json_from(timeout=5))["seq"] == 1
-    await asyncio.sleep(0.2)  # the group subscription is made after the handshake
+    await subscribed(intruder, instance, broadcast.FRAMES_GROUP)
     await broadcast.frame_publish({"t": 120.0}, 2, 120.0)
     assert (await comm.receive_json_from(timeout=5))["seq"] == 2
     await comm.disconnect()
@@ -275,15 +281,18 @@ async def test_a_forged_command_does_not_pause_the_engine(instance, intruder):
 
 # ----------------------------------------------------------------- two instances
 async def test_two_instances_on_one_redis_do_not_see_each_others_frames_or_commands(
-        instance, cookies, settings):
+        instance, cookies, settings, intruder):
     await live_state(1, 60.0)
     mine = get_channel_layer()
     other_url = with_db(REDIS_URL, 1)
-    other = RedisPubSubChannelLayer(hosts=[other_url], prefix=prefix_for(other_url))
+    other_prefix = prefix_for(other_url)
+    other = RedisPubSubChannelLayer(hosts=[other_url], prefix=other_prefix)
     comm = await connect(cookies["operator"])
     await comm.receive_json_from(timeout=5)
     my_inbox, other_inbox = await Inbox(mine).open(), await Inbox(other).open()
-    await asyncio.sleep(0.2)
+    await subscribed(intruder, instance, broadcast.FRAMES_GROUP)
+    await subscribed(intruder, instance, broadcast.ENGINE_GROUP)
+    await subscribed(intruder, other_prefix, broadcast.ENGINE_GROUP)
     await broadcast.frame_publish({"t": 600.0}, 10, 600.0, layer=other)
     await broadcast.command_send_async("pause", layer=other)
     assert await comm.receive_nothing(timeout=0.5)
@@ -349,7 +358,11 @@ async def test_the_layer_works_over_tls_with_a_password_and_not_without_it(
     await live_state(1, 60.0)
     comm = await connect(cookies["operator"])
     assert (await comm.receive_json_from(timeout=5))["seq"] == 1
-    await asyncio.sleep(0.2)
+    watcher = redis.asyncio.Redis.from_url(url)
+    try:
+        await subscribed(watcher, "ct.tls.", broadcast.FRAMES_GROUP)
+    finally:
+        await watcher.aclose()
     await broadcast.frame_publish({"t": 120.0}, 2, 120.0)
     assert (await comm.receive_json_from(timeout=5))["seq"] == 2
     await comm.disconnect()

@@ -9,7 +9,8 @@ apart from plain ``daphne twin.config.asgi:application``, both through daphne's 
 * every WebSocket scope advertises the socket's Twisted transport as an ASGI extension
   (:func:`twin.sockets.flow.scope_with_transport`), through ``Server.create_application``, the
   call daphne's protocols make to create an application instance for a connection: with it
-  the dashboard consumer measures what a slow client has not read.
+  the dashboard consumer measures what a slow client has not read, and writes a frame built
+  once for all sockets (:class:`twin.sockets.flow.DirectFrames`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from daphne.access import AccessLogGenerator
 from daphne.endpoints import build_endpoint_description_strings
 from daphne.server import Server
 
+from twin.config.stopping import stopping_on_shutdown
 from twin.live.embedded import embedded_start
 from twin.sockets.flow import scope_with_transport
 
@@ -30,13 +32,18 @@ logger = logging.getLogger("twin.live.driver")
 WEBSOCKET_CONNECT_TIMEOUT_S = 5
 """Handshake limit, as daphne's command line sets it."""
 
+LISTEN_BACKLOG = 4096
+"""Connections the kernel queues before the server accepts them (capped by
+``net.core.somaxconn``). Twisted's default, 50, dropped the SYNs of a thousand dashboards
+reconnecting at once: their clients retried after 1, 3, 7 s, past the handshake limit."""
+
 
 class TwinServer(Server):
     """daphne's ``Server``; WebSocket scopes carry their transport (see the module)."""
 
     def create_application(self, protocol, scope):
         if scope.get("type") == "websocket":
-            scope = scope_with_transport(scope, protocol.transport)
+            scope = scope_with_transport(scope, protocol.transport, websocket=protocol)
         return super().create_application(protocol, scope)
 
 
@@ -48,6 +55,7 @@ def server_build(application, *, bind: str, port: int, make_driver, access_log: 
 
     def ready() -> None:
         # daphne made its reactor's loop the current one before calling this, and runs it next
+        stopping_on_shutdown()  # first: commands are refused before the engine stops
         if embedded_start(asyncio.get_event_loop(), make_driver=make_driver):
             logger.info("live engine: starting with the server")
         if on_ready is not None:
@@ -55,7 +63,8 @@ def server_build(application, *, bind: str, port: int, make_driver, access_log: 
 
     return TwinServer(
         application=application,
-        endpoints=build_endpoint_description_strings(host=bind, port=port),
+        endpoints=[f"{e}:backlog={LISTEN_BACKLOG}"
+                   for e in build_endpoint_description_strings(host=bind, port=port)],
         action_logger=AccessLogGenerator(sys.stdout) if access_log else None,
         websocket_connect_timeout=WEBSOCKET_CONNECT_TIMEOUT_S,
         websocket_handshake_timeout=WEBSOCKET_CONNECT_TIMEOUT_S,

@@ -104,6 +104,8 @@ class EngineDriver:
                                                     on_new_run=self._new_run)
         self.steps = 0
         self._stop = asyncio.Event()
+        self._starting_beat: asyncio.Task | None = None
+        self._built_afresh = False
 
     # ----------------------------------------------------------------- what tests and
     # commands read
@@ -187,6 +189,15 @@ class EngineDriver:
         if problem:  # never guess which cluster is the twin: say so where everyone looks
             await self._refuse_start(problem)
         await database_sync_to_async(services.live_state_health_set)(health="starting")
+        # loading a large snapshot outlasts the heartbeat: say "starting", not "down"
+        self._starting_beat = asyncio.create_task(self._starting_heartbeat())
+        try:
+            await self._start_engine(state)
+        finally:
+            await self._starting_beat_stop()
+
+    async def _start_engine(self, state) -> None:
+        host, pacer = self.host, self.pacer
         left = snapshot_leftovers_remove()
         if left:
             logger.warning("live engine: removed %d snapshot file(s) a killed engine left: %s",
@@ -216,7 +227,8 @@ class EngineDriver:
         self.log.good_t = host.engine.now
         await self.publisher.events_resume()
         pacer.begin()
-        self.snapshots.begin()
+        # built afresh, the first snapshot is taken at once: a crash then resumes, not rebuilds
+        self.snapshots.begin(now=self._built_afresh)
         # drills posted while no engine ran are applied now, never left pending
         await self.commands.listen()
         if self.mirror is not None and _mirroring():
@@ -228,9 +240,28 @@ class EngineDriver:
                         ", paused" if pacer.paused else "")
 
     async def _refuse_start(self, problem: str) -> None:
+        await self._starting_beat_stop()
         await database_sync_to_async(services.live_state_health_set)(
             health="error", last_error=problem)
         raise EngineStartError(problem)
+
+    async def _starting_heartbeat(self) -> None:
+        """While the engine starts, say so every quarter of the heartbeat (pages read a live
+        state older than ``HEARTBEAT_S`` as ``down``; loading a snapshot can hold the
+        interpreter for seconds between two beats)."""
+        every = app_setting("HEARTBEAT_S") / 4
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await database_sync_to_async(services.live_state_health_set)(health="starting")
+            except Exception:
+                logger.exception("live engine: could not say it is starting")
+
+    async def _starting_beat_stop(self) -> None:
+        beat, self._starting_beat = self._starting_beat, None
+        if beat is not None:
+            beat.cancel()
+            await asyncio.wait([beat])
 
     async def _resume(self, snap) -> int | None:
         """Set the engine from the newest snapshot (re-planned if the inventory changed
@@ -257,6 +288,7 @@ class EngineDriver:
             engine = None
         if engine is None:
             host.engine = await host.call(host.load_or_build, None)
+            self._built_afresh = True
             return 0  # replay the whole run's log, if it is the run that was shown
         self.log.log_seq = snap.log_seq
         if snap.inventory != host.inventory:
@@ -299,20 +331,38 @@ class EngineDriver:
             await self.close()
 
     async def close(self, *, snapshot: bool = True) -> None:
-        """Final snapshot (unless told not to), ``health=stopped``, leave the command group."""
+        """Final snapshot (unless told not to), ``health=stopped``, leave the command group.
+
+        What was accepted and not yet applied (received, or a drill still pending in the
+        database) is applied first, by one more step that also proves it (a snapshot never
+        holds an unproven command); a periodic snapshot still being written is given up for
+        the final one, which a stop waits for."""
         await self.commands.close()
+        self.snapshots.abandon()
         await self.snapshots.wait()
-        host = self.host
+        host, took = self.host, ""
         if host.engine is not None:
             if snapshot:
-                await self.snapshots.take_safely()
+                try:
+                    await self.commands.pending_read()
+                except Exception:
+                    logger.exception("live engine: could not read the pending drills")
+                if self.commands.inbox or self.log.unproven:
+                    try:
+                        await self.step_once()
+                    except Exception:
+                        logger.exception("live engine: the last step failed")
+                began = time.monotonic()
+                await self.snapshots.take_safely(final=True)
+                took = f" (final snapshot in {time.monotonic() - began:.1f} s)"
             self.publisher.health = "stopped"
             try:
                 await self.publisher.publish(await host.call(live_frame, host.engine))
             except Exception:
                 logger.exception("live engine: the last frame failed")
         host.shutdown()
-        logger.info("live engine stopped at t=%.0f s", host.engine.now if host.engine else 0)
+        logger.info("live engine stopped at t=%.0f s%s", host.engine.now if host.engine else 0,
+                    took)
 
     # ----------------------------------------------------------------- one step
     async def step_once(self) -> dict:

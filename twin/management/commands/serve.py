@@ -5,6 +5,9 @@ anyone opens a page, and SIGTERM or SIGINT stops it with a snapshot. With ``sepa
 frames come from ``manage.py run_engine`` through Redis; with ``off`` there is no engine.
 """
 
+import gc
+import multiprocessing
+
 from twin import app_setting
 from twin.config import instance
 from twin.management.one_line import OneLineCommand, refuse
@@ -12,6 +15,21 @@ from twin.management.one_line import OneLineCommand, refuse
 MODES = {"embedded": "the live engine starts with the server",
          "separate": "frames come from `manage.py run_engine` through the channel layer",
          "off": "no live engine"}
+
+
+WORKERS_END_S = 5.0
+"""How long a stopped server waits for its worker processes to end once told to."""
+
+
+def _workers_end() -> None:
+    """End the worker processes still running as the server stops (a what-if's): else the
+    exit waits until they finish, minutes for a long what-if. Their rows say they failed (or
+    the next reader marks them abandoned, as after a crash: ``twin.studies.whatif``)."""
+    workers = multiprocessing.active_children()
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(WORKERS_END_S)
 
 
 def _port(raw: str) -> int:
@@ -51,5 +69,9 @@ class Command(OneLineCommand):
                               access_log=not opts["no_access_log"],
                               proxy_headers=opts["proxy_headers"], on_ready=ready)
         server.run()
+        _workers_end()
+        # the engine's millions of objects are freed with the process, not walked by the
+        # interpreter's last collections (seconds at noc-4k)
+        gc.freeze()
         if server.abort_start:
             raise refuse(f"could not listen on {opts['bind']}:{port}")
