@@ -36,9 +36,11 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# Two workers (one per core here; PYTEST_WORKERS=auto on a bigger machine), whole files per
+# Three workers on this 2-core machine (the real Slurm, Dask, Prometheus and browser modules
+# spend much of their time waiting on other processes; PYTEST_WORKERS=auto on a bigger
+# machine), whole files per
 # worker so each module's servers (daphne, Slurm, Prometheus, Dask) start once.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 test: lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 	@if [ -n "$$CLUSTERTWIN_TEST_DATABASE_URL" ]; then \

@@ -3,18 +3,19 @@ twin: every page (overview, topology, jobs, a job, a node, a switch, a tenant, e
 failures, alerts, drills, incidents, an incident, search, what-if, studies, the admin index),
 as staff, at 390, 1280, 1440 and 2560 px, has no horizontal overflow: the document is no wider
 than the window, and nothing sticks out of it except inside a box that scrolls or clips
-sideways (a wide table in its ``.table-scroll`` wrapper).  Screenshots go to the test's tmp
-dir."""
+sideways (a wide table in its ``.table-scroll`` wrapper).  A page that overflows is
+photographed (full page) into the test's tmp dir, to see what sticks out; the others are not
+(68 full-page screenshots of 100k tables cost minutes of the suite's time)."""
 
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 
 from tests.browser.conftest import CHROMIUM, log_in, twin_server
 from tests.browser.test_actions import csrf
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.browser,
@@ -72,23 +73,13 @@ def twin(tmp_path_factory):
         yield "hyperscale-100k", url
 
 
-def _until(fn, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.5)
-
-
 def _entity_pages(page, url: str) -> list[str]:
     """A job, node, switch, tenant and incident page of the live twin: the biggest running
     job, and the incident of a leaf-switch drill started here."""
     def running():
         answer = page.request.get(url + "/api/jobs")
         return answer.json().get("running_jobs") if answer.ok else None
-    job = _until(running, "a running job")[0]
+    job = wait_until(running, what="a running job", timeout=120)[0]
     page.goto(url + "/drills/")
     answer = page.request.post(url + "/api/drills", data={"kind": "leaf_switch", "target": 0},
                                headers={"X-CSRFToken": csrf(page)})
@@ -98,7 +89,7 @@ def _entity_pages(page, url: str) -> list[str]:
     def incident():
         found = page.request.get(url + "/api/incidents").json()["incidents"]
         return [i for i in found if i.get("drill_id") == drill]
-    incident_id = _until(incident, "the drill's incident")[0]["id"]
+    incident_id = wait_until(incident, what="the drill's incident", timeout=120)[0]["id"]
     return [f"/jobs/{job['name']}/", "/nodes/0/", "/switches/0/",
             f"/tenants/{job['tenant']}/", f"/incidents/{incident_id}/"]
 
@@ -134,9 +125,10 @@ def test_no_page_overflows_horizontally_from_390_to_2560_px(twin, browser, tmp_p
             assert response.ok, f"{path}: {response.status}"
             _settle(page, path)
             seen = page.evaluate(OVERFLOW_JS)
-            name = path.strip("/").replace("/", "-").replace("?", "-") or "overview"
-            page.screenshot(path=str(tmp_path / f"{preset}-{width}-{name}.png"), full_page=True)
             if seen["scroll"] > seen["client"] + 1 or seen["wide"]:
+                name = path.strip("/").replace("/", "-").replace("?", "-") or "overview"
+                page.screenshot(path=str(tmp_path / f"{preset}-{width}-{name}.png"),
+                                full_page=True)
                 problems.append(f"{width}px {path}: page {seen['scroll']} px wide in "
                                 f"{seen['client']} px; sticking out: {seen['wide']}")
             if path == "/":  # the storage figures fit their card: nothing to scroll to

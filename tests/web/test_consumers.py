@@ -4,46 +4,19 @@ import asyncio
 import json
 
 import pytest
-import pytest_asyncio
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.test import Client
 
 from tests import frames
 from tests.waiting import until
+from tests.web import sockets
 from twin.config.asgi import application
 from twin.live import broadcast, services
 from twin.sockets import consumers
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def cookie(demo_users):
-    """Session cookies of the demo users, as their logged-in browsers would send them."""
-    cookies = {}
-    for name, user in demo_users.items():
-        client = Client()
-        client.force_login(user)
-        cookies[name] = client.cookies["sessionid"].value
-    return cookies.__getitem__
-
-
-@pytest_asyncio.fixture(autouse=True)
-async def fresh_layer():
-    yield
-    await get_channel_layer().flush()
-    broadcast._local_listeners.clear()
-
-
-@pytest.fixture(params=["in-process", "layer group"])
-def fan_out(request, monkeypatch):
-    """Frames reach consumers in-process (the in-memory layer) or through the layer's group
-    (Redis in production; the in-memory layer's group here)."""
-    if request.param == "layer group":
-        monkeypatch.setattr(broadcast, "_in_process", lambda layer: False)
-    return request.param
+cookie, fan_out, fresh_layer = sockets.cookie, sockets.fan_out, sockets.fresh_layer
 
 
 async def connect(cookie=None, origin="http://testserver"):
@@ -133,6 +106,7 @@ async def test_a_client_that_sees_a_gap_resyncs_and_gets_a_fresh_snapshot(cookie
     ("not json", "not valid JSON"),
     ("[1, 2]", '"type"'),
     ('{"type": "resync", "pad": "%s"}' % ("x" * 2000), "too big"),
+    ("[" * 1000, "levels deep"),  # past the parser's recursion limit, were it parsed
 ])
 async def test_bad_client_messages_get_an_error_and_the_socket_stays_open(cookie, text, says):
     comm, _, _ = await connect(cookie("operator"))

@@ -16,12 +16,10 @@ import random
 from unittest.mock import Mock
 
 import pytest
-import pytest_asyncio
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
-from django.test import Client
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 
@@ -29,38 +27,16 @@ from bench.live_server import database_prepare, free_port, live_env, serve_start
 from bench.ws_client import DashboardClient
 from tests import frames
 from tests.waiting import until
+from tests.web import sockets
 from twin.config.asgi import application
 from twin.live import broadcast, services
 from twin.sockets import consumers
 from twin.sockets.flow import scope_with_transport, websocket_text_frame
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+cookie, fan_out, fresh_layer = sockets.cookie, sockets.fan_out, sockets.fresh_layer
 
 SOCKETS = 12
-
-
-@pytest.fixture
-def cookie(demo_users):
-    cookies = {}
-    for name, user in demo_users.items():
-        client = Client()
-        client.force_login(user)
-        cookies[name] = client.cookies["sessionid"].value
-    return cookies.__getitem__
-
-
-@pytest_asyncio.fixture(autouse=True)
-async def fresh_layer():
-    yield
-    await get_channel_layer().flush()
-    broadcast._local_listeners.clear()
-
-
-@pytest.fixture(params=["in-process", "layer group"])
-def fan_out(request, monkeypatch):
-    if request.param == "layer group":
-        monkeypatch.setattr(broadcast, "_in_process", lambda layer: False)
-    return request.param
 
 
 async def connect(cookie):

@@ -33,7 +33,6 @@ services, never back out to other clients.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import weakref
@@ -46,6 +45,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from scheduler.limits import documents
 from twin import app_setting
 from twin.live import broadcast, selectors
 from twin.live.embedded import driver_ensure_started
@@ -73,6 +73,9 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_SLOW_READER = 4408
 CLOSE_TOO_MANY_MESSAGES = 4429
 MAX_CLIENT_MESSAGE = 1024
+MAX_CLIENT_DEPTH = 4
+"""A client message is one flat object; 1,024 ``[`` would otherwise reach the parser's
+recursion limit inside the consumer."""
 """Largest client message accepted, characters."""
 
 _CLOSED = {CLOSE_UNAUTHENTICATED: "closed_unauthenticated", CLOSE_FORBIDDEN: "closed_forbidden",
@@ -341,9 +344,9 @@ def _client_message(text: str | None) -> dict:
     if len(text) > MAX_CLIENT_MESSAGE:
         raise ValidationError(f"message too big ({len(text)} > {MAX_CLIENT_MESSAGE} characters)")
     try:
-        message = json.loads(text)
-    except ValueError:
-        raise ValidationError("message is not valid JSON") from None
+        message = documents.json_loads(text, what="the message", max_depth=MAX_CLIENT_DEPTH)
+    except documents.DocumentError as exc:  # not JSON, or nested past any real message
+        raise ValidationError(str(exc)) from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise ValidationError('a message is an object with a "type"')
     return message
