@@ -7,7 +7,11 @@ Sources for the shapes (see ``../shared/reference/figures.md``):
   storage sized to the RA's "Better" column (160 / 80 GB/s read/write for 4 SU).
 * ``llama3-16k``: "The Llama 3 Herd of Models" (Meta, 2024): 16,384 H100 GPUs on 2,048 nodes, on
   Meta's RoCE cluster (SIGCOMM 2024) of 3,072-GPU pods, 16 GPUs per rack, 1:7 oversubscription
-  above the pods; Tectonic storage of 240 PB at 2 TB/s sustained (7 TB/s peak).
+  above the pods; Tectonic storage of 240 PB at 2 TB/s sustained (7 TB/s peak).  Built as
+  ``meta-24k`` builds its zones (:mod:`scheduler.fabric.zones`), six of them: the job's 2,048
+  nodes fill zones 0-4 (15,360 GPUs) and 64 racks (1,024 GPUs) of zone 5, so it spans 5 1/3
+  zones as Meta's did; the 64 hot spares fill the next 32 racks of zone 5, and its last 96
+  leaves (1,536 ports) stay empty, the share of Meta's sixth pod that other work held.
 * ``superpod-h100-8su``: the same RA's larger two-tier build, 8 SU of 32 DGX H100 (256 nodes,
   64 leaves, 32 spines, no core: the RA's "larger DGX SuperPOD" component table); storage at
   twice the RA's "Best" 4-SU figures (500 / 250 GB/s).
@@ -102,7 +106,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset(
         "llama3-16k", "Llama 3 405B pre-training: 2,048 H100 nodes plus 64 hot spares",
         (NodeGroup("H100-SXM", 2112, spares=64, nodes_per_rack=2),), "island",
-        {"oversubscription": 7.0},
+        {"zone_gpus": 3072, "gpus_per_leaf": 16, "oversubscription": 7.0},
         central_read_gb_s=2000.0, central_write_gb_s=2000.0, central_capacity_tb=240_000.0,
     ),
     Preset(

@@ -20,7 +20,10 @@ per-layer costs of :mod:`scheduler.physics.step_model` and the collectives of
   forward and backward every micro-batch.  Bucketed, the gradient traffic hides behind the
   last micro-batch's backward and the weight gather behind the first forward, each for at
   most ``overlap`` of its traffic;
-* EP (``ep > 1``): top-1 all-to-all dispatch and combine forward and backward, exposed.
+* EP (``ep > 1``): top-1 all-to-all dispatch and combine forward and backward, exposed;
+* stragglers: the slowest of the job's ranks (synchronisation jitter and slow hosts,
+  :mod:`scheduler.physics.scale_losses`) stretches the kernels by ``straggler_s``, booked
+  inside ``compute_s``.
 
 ``compute_s`` is the kernels' time; the rest of ``total_s`` is the bubble and exposed
 communication.  ``mfu`` is model FLOPs (``6 N`` plus attention) over ``total_s`` and peak.
@@ -33,11 +36,12 @@ defaults with the caller's ``virtual_stages``.  Validation against published run
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 from scheduler.hardware.catalog import Accelerator
 from scheduler.physics.collectives import collective, scaleout_link, scaleup_link
+from scheduler.physics.scale_losses import SLOW_HOSTS, Stragglers
 from scheduler.physics.step_model import (
     BYTES_PER_VALUE,
     KERNELS,
@@ -65,6 +69,9 @@ TP_ALL_REDUCES_PER_LAYER = 4
 
 EP_ALL_TO_ALLS_PER_LAYER = 4
 """Dispatch and combine forward, and the same two backward."""
+
+DEFAULT_STRAGGLERS = SLOW_HOSTS
+"""Straggler profile of a job whose caller names none (``scale_losses.SLOW_HOSTS``)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,9 @@ class StepBreakdown:
         Model FLOPs of the step, all GPUs (``6 N T`` plus attention), FLOP.
     mfu : float
         ``model_flops / (total_s * gpus * peak)``.
+    straggler_s : float
+        What the slowest rank adds to the kernels (jitter and slow hosts,
+        :mod:`scheduler.physics.scale_losses`), s; part of ``compute_s``.
     """
 
     compute_s: float
@@ -110,11 +120,26 @@ class StepBreakdown:
     bubble_s: float = 0.0
     model_flops: float = 0.0
     mfu: float = 0.0
+    straggler_s: float = 0.0
 
     @property
     def efficiency_factor(self) -> float:
         """``compute_s / total_s``: the share of the step the GPU computes."""
         return self.compute_s / self.total_s
+
+
+def no_overlap(recipe: Recipe) -> Recipe:
+    """``recipe`` with no communication hidden behind compute: TP, PP and DP all exposed.
+
+    The "unoptimised" configuration (MegaScale's baseline lacks its 3D-parallel overlap, sec.
+    3.2): the step is longer by exactly the communication the overlap hid, compute unchanged.
+
+    >>> no_overlap(Recipe(tp_overlap=1.0, dp_overlap=1.0))
+    Recipe(micro_batch=1, global_batch=0, schedule='interleaved', virtual_stages=0, \
+zero_stage=1, sequence_parallel=True, tp_overlap=0.0, pp_overlap=False, dp_overlap=0.0, \
+recompute='none', flash_attention=True)
+    """
+    return replace(recipe, tp_overlap=0.0, pp_overlap=False, dp_overlap=0.0)
 
 
 def transformer_shape(params: float) -> tuple[float, float]:
@@ -181,7 +206,9 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
                    scaleout_share: float = 1.0, overlap: float = 0.7,
                    global_batch_tokens: float | None = None, nic_gbps: float = 400.0,
                    microbatch_tokens: float = SEQUENCE_TOKENS,
-                   virtual_stages: int = 1) -> StepBreakdown:
+                   virtual_stages: int = 1,
+                   stragglers: Stragglers | None = None,
+                   grad_bytes: float = BYTES_PER_VALUE) -> StepBreakdown:
     """Price one training step of ``job`` on ``model`` (module docstring for the model).
 
     Parameters
@@ -210,6 +237,12 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
         Sequence length of a job without ``transformer`` (default 8,192).
     virtual_stages : int, optional
         Chunks per pipeline rank when ``job.recipe`` does not set them (default 1).
+    stragglers : Stragglers, optional
+        The cluster's straggler profile (default :data:`DEFAULT_STRAGGLERS`);
+        ``scale_losses.NO_STRAGGLERS`` prices every rank at the mean pace.
+    grad_bytes : float, optional
+        Bytes per gradient value in the DP reduction (default 2, BF16; 4 where gradients are
+        accumulated and reduced in FP32, as Megatron-LM did for BF16 in 2023).
 
     Returns
     -------
@@ -272,7 +305,9 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     # the logit layer runs on the last stage; spread over the stages as an approximation
     logits = 6.0 * mb_tokens / par.cp * shape.vocab * h / par.tp / (peak * eff.gemm) / par.pp
     per_mb = stage_layers * lc.total_s + logits
-    compute = m * per_mb
+    strag = stragglers if stragglers is not None else DEFAULT_STRAGGLERS
+    straggler = m * per_mb * strag.share(job.gpus, nodes, m)
+    compute = m * per_mb + straggler
 
     # TP: 4 collectives per layer per micro-batch (6 with full recomputation)
     activation = mb_tokens / par.cp * h * BYTES_PER_VALUE
@@ -305,12 +340,13 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
 
     dp_overlap = overlap if rec.dp_overlap is None else rec.dp_overlap
     shard = BYTES_PER_VALUE * params / (par.tp * par.pp)
+    grad_shard = grad_bytes * params / (par.tp * par.pp)
     dp_group = par.dp * par.cp
     dp_per_node = _per_node(dp_group, par.tp, k)
     if rec.zero_stage == 0:
-        grads, gather = price("all_reduce", shard, dp_group, dp_per_node), 0.0
+        grads, gather = price("all_reduce", grad_shard, dp_group, dp_per_node), 0.0
     else:
-        grads = price("reduce_scatter", shard, dp_group, dp_per_node)
+        grads = price("reduce_scatter", grad_shard, dp_group, dp_per_node)
         gather = price("all_gather", shard, dp_group, dp_per_node)
     backward = per_mb * 2.0 / 3.0
     forward = stage_layers * lc.forward_s
@@ -324,4 +360,4 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     flops = model_flops_per_token(params, layers, h, s_len) * tokens
     mfu = flops / (total * job.gpus * peak)
     return StepBreakdown(compute, tp, pp, dp, ep, total, tokens, m, layers, h, cp, bubble,
-                         flops, mfu)
+                         flops, mfu, straggler)

@@ -36,9 +36,9 @@ from scheduler.reliability.failures import MODES, FailureMode
 
 __all__ = [
     "DEFAULT_SIZES", "GPUS_PER_NODE", "INTERVAL_RULES", "PER_GPU", "PER_JOB", "PER_NIC",
-    "PER_NODE", "SHARED", "Ettr", "JobRates", "MttfRow", "Restart", "daly_exact_interval",
-    "daly_interval", "daly_wall_time", "expected_ettr", "interval", "job_ettr", "job_mttf_h",
-    "job_rates", "mttf_table", "young_interval",
+    "PER_NODE", "RULE_NAMES", "SHARED", "Ettr", "JobRates", "MttfRow", "Restart",
+    "daly_exact_interval", "daly_interval", "daly_wall_time", "expected_ettr", "interval",
+    "job_ettr", "job_mttf_h", "job_rates", "mttf_table", "young_interval",
 ]
 
 GPUS_PER_NODE = 8
@@ -56,6 +56,7 @@ SHARED = ("leaf", "spine", "fabric_link", "pdu", "cooling", "storage")
 per node, once per job, or shared with other jobs (not in the job's own MTTF)."""
 
 INTERVAL_RULES = ("young", "daly", "daly-exact")
+RULE_NAMES = {"young": "Young", "daly": "Daly", "daly-exact": "Daly-exact"}
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,9 @@ class JobRates:
     Attributes
     ----------
     unplanned_per_h, planned_per_h : float
-        Interruptions per hour of the job's wall time; planned ones checkpoint first (no
-        work lost, as the engine's planned stops do).
+        Interruptions per hour the job is up (a part that fails while the job already hangs
+        on an earlier failure interrupts nothing); planned ones checkpoint first (no work
+        lost, as the engine's planned stops do).
     unplanned_detect_s, planned_detect_s : float
         Rate-weighted mean time from a failure until the job is stopped, s.
     """
@@ -85,6 +87,28 @@ class JobRates:
     def mttf_h(self) -> float:
         """Mean time between interruptions of any kind, h (inf for a profile with none)."""
         return 1.0 / self.per_h if self.per_h > 0 else math.inf
+
+    @property
+    def hang_s(self) -> float:
+        """Mean time an interruption leaves the job hanging before it is stopped, s: wall
+        time in which it is not up (restarting counts as up: a failure then interrupts
+        again, as in the engine)."""
+        if not self.per_h > 0:
+            return 0.0
+        return (self.unplanned_per_h * self.unplanned_detect_s
+                + self.planned_per_h * self.planned_detect_s) / self.per_h
+
+    def interruptions(self, days: float) -> float:
+        """Interruptions expected in ``days`` of wall time: a renewal of up-time (mean
+        ``mttf_h``) then a hang (``hang_s``).
+
+        >>> r = JobRates(1.0, 0.0, 3600.0, 0.0)  # one an up-hour, each hangs an hour
+        >>> r.interruptions(1.0)
+        12.0
+        """
+        if not self.per_h > 0:
+            return 0.0
+        return days * 24.0 / (self.mttf_h + self.hang_s / 3600.0)
 
 
 def _units(component: str, *, gpus: int, nodes: int, nics: int) -> int:
@@ -113,9 +137,10 @@ def job_rates(modes: tuple[FailureMode, ...] = MODES, *, gpus: int, nodes: int,
     """Interruption rates of a job of ``gpus`` GPUs on ``nodes`` nodes (``nics`` NICs, default
     one per GPU).
 
+    >>> from scheduler.reliability.failures import LLAMA3_UP_HOURS  # Table 5's exposure
     >>> r = job_rates(gpus=16384, nodes=2048)
-    >>> round(r.per_h * 54 * 24), round(r.planned_per_h * 54 * 24)  # Llama 3: 466 less a leaf
-    (465, 47)
+    >>> round(r.per_h * LLAMA3_UP_HOURS), round(r.planned_per_h * LLAMA3_UP_HOURS)  # 466 - 2 leaves
+    (464, 47)
     """
     _check_size(gpus, nodes)
     nics = gpus if nics is None else nics
@@ -135,8 +160,8 @@ def job_mttf_h(modes: tuple[FailureMode, ...] = MODES, *, gpus: int, nodes: int,
     """A job's mean time to interruption, h (planned stops included, as the Llama 3 table
     counts them).
 
-    >>> round(job_mttf_h(gpus=16384, nodes=2048), 2)  # 1,296 h / 465
-    2.79
+    >>> round(job_mttf_h(gpus=16384, nodes=2048), 2)  # 1,268 up-hours / 464
+    2.73
     """
     return job_rates(modes, gpus=gpus, nodes=nodes, nics=nics).mttf_h
 
@@ -157,7 +182,7 @@ def mttf_table(modes: tuple[FailureMode, ...] = MODES, *, sizes=DEFAULT_SIZES,
     """Job MTTF for each size in ``sizes`` (GPUs; nodes rounded up).
 
     >>> [round(r.mttf_h, 1) for r in mttf_table(sizes=(1024, 131072))]
-    [44.6, 0.3]
+    [43.7, 0.3]
     """
     rows = []
     for gpus in sizes:
@@ -299,10 +324,13 @@ class Ettr:
     planned_restart_s: float
     cost_s: float
     persist_s: float
+    hang_s: float = 0.0
 
     def interruptions(self, days: float) -> float:
-        """Interruptions expected in ``days`` of wall time."""
-        return days * 24.0 / self.mttf_h if math.isfinite(self.mttf_h) else 0.0
+        """Interruptions expected in ``days`` of wall time (:meth:`JobRates.interruptions`)."""
+        if not math.isfinite(self.mttf_h):
+            return 0.0
+        return days * 24.0 / (self.mttf_h + self.hang_s / 3600.0)
 
 
 def job_ettr(modes: tuple[FailureMode, ...] = MODES, *, gpus: int, nodes: int,
@@ -329,7 +357,7 @@ def job_ettr(modes: tuple[FailureMode, ...] = MODES, *, gpus: int, nodes: int,
 
     >>> e = job_ettr(gpus=16384, nodes=2048, cost_s=2.92, interval_s=600.0)
     >>> round(e.ettr, 3), round(e.restart_s)
-    (0.931, 420)
+    (0.93, 421)
     """
     if cost_s < 0 or persist_s < 0:
         raise ValueError("checkpoint cost and persist time must be >= 0 s")
@@ -357,4 +385,5 @@ def job_ettr(modes: tuple[FailureMode, ...] = MODES, *, gpus: int, nodes: int,
         ettr = stall * max(0.0, 1.0 - (r_p / m_p if math.isfinite(m_p) else 0.0))
     return Ettr(rule, tau, ettr, rates.mttf_h,
                 1.0 / rates.unplanned_per_h if rates.unplanned_per_h else math.inf,
-                r_u, r_p, cost_s, persist_s)
+                r_u, r_p, cost_s, persist_s, rates.hang_s)
+

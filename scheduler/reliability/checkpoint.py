@@ -22,6 +22,7 @@ unless overridden), rescheduling, loading (restore bandwidth as above) and warm-
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,9 @@ background, as Gemini does); a restore falls back to it when a whole replica gro
 
 CHECKPOINT_MODES = ("disk", "async", "memory")
 RECOVERY_MODES = CHECKPOINT_MODES
+MODE_ALIASES = {"sync": "disk", "in-memory": "memory"}
+"""Other names a user may give a mode (the engine's names are :data:`CHECKPOINT_MODES`)."""
+MODE_LABELS = {"disk": "sync (disk)", "async": "async (disk)", "memory": "in-memory"}
 REPLICA_GROUP = 2
 """Nodes per in-memory replica group: each node's checkpoint shard also lives on its peer
 (Gemini's group placement with two replicas)."""
@@ -138,11 +142,84 @@ def gemini_wasted_s(*, checkpoint_s: float, interval_s: float, retrieve_s: float
     t_rtvl`` for a checkpoint that takes ``t_ckpt`` to complete, taken every ``1 / f`` and
     retrieved in ``t_rtvl``: on average half an interval is lost, and the checkpoint being
     written when the failure strikes is of no use.  Detection and relaunch are left out.
+    It is the ``mttf_s -> inf`` limit of :func:`waste_per_failure_s` for a checkpoint that
+    does not stall training (``async``, ``memory``).
 
     >>> gemini_wasted_s(checkpoint_s=60.0, interval_s=3600.0, retrieve_s=120.0)
     1980.0
     """
     return checkpoint_s + interval_s / 2.0 + retrieve_s
+
+
+def mode_price(mode: str, *, write_s: float, snapshot_s: float = 0.0,
+               replicate_s: float = 0.0) -> CheckpointPrice:
+    """Stall, usable-after lag and tier occupancy of one checkpoint in ``mode``, from the time
+    the central tier takes to write it (``write_s``), the device-to-host snapshot and the
+    replication to a peer's memory: ``disk`` stalls for the write; ``async`` stalls for the
+    snapshot and is usable once persisted (the write); ``memory`` stalls for the snapshot and
+    is usable once replicated.  Names in :data:`MODE_ALIASES` are accepted.
+
+    >>> mode_price("sync", write_s=2520.0, snapshot_s=0.1)
+    CheckpointPrice(stall_s=2520.0, lag_s=0.0, busy_s=2520.0)
+    >>> mode_price("async", write_s=2520.0, snapshot_s=0.1).lag_s
+    2520.0
+    """
+    mode = MODE_ALIASES.get(mode, mode)
+    if mode == "disk":
+        return CheckpointPrice(write_s, 0.0, write_s)
+    if mode == "async":
+        return CheckpointPrice(snapshot_s, write_s, write_s)
+    if mode == "memory":
+        return CheckpointPrice(snapshot_s, replicate_s, write_s)
+    raise ValueError(f"checkpoint mode must be one of {', '.join(CHECKPOINT_MODES)} (or "
+                     f"{', '.join(MODE_ALIASES)}), not {mode!r}")
+
+
+def expected_lost_s(*, interval_s: float, stall_s: float, lag_s: float,
+                    mttf_s: float = math.inf) -> float:
+    """Compute lost per failure on average, s, exact under exponential failures of mean
+    ``mttf_s``: a job restarted from a usable checkpoint computes ``interval_s``, stalls
+    ``stall_s`` for the next checkpoint, which becomes usable ``lag_s`` after the stall ends;
+    a failure loses the compute since the last usable checkpoint (the engine's books,
+    ``segment_books``).  A lag past one cycle is booked as one cycle, as the engine does.
+
+    With ``tau`` the interval, ``P = tau + stall``, ``q = e^(-P/M)``:
+    ``A / (1 - q) + tau (1 - e^(-L/M)) q / (1 - q)`` where ``A = E[min(u, tau); u < P]``
+    over the exponential density: the first term the compute since the last checkpoint taken,
+    the second the cycle lost when the failure comes before that checkpoint is usable.  As
+    ``M -> inf`` it is ``(tau^2 / 2 + tau stall) / P + tau L / P``: Gemini's ``t_ckpt +
+    1/(2f)`` when the stall is nil.  Failures during a restart are left out.
+
+    >>> round(expected_lost_s(interval_s=2520.0, stall_s=0.0, lag_s=2520.0) / 60, 1)
+    63.0
+    >>> round(expected_lost_s(interval_s=2520.0, stall_s=2520.0, lag_s=0.0) / 60, 1)
+    31.5
+    """
+    tau, s = float(interval_s), float(stall_s)
+    if not tau > 0 or s < 0 or lag_s < 0:
+        raise ValueError("interval must be > 0 s, stall and lag >= 0 s")
+    p = tau + s
+    lag = min(float(lag_s), p)
+    if not math.isfinite(mttf_s):
+        return (tau * tau / 2.0 + tau * s) / p + tau * lag / p
+    lam = 1.0 / float(mttf_s)
+    one_q = -math.expm1(-lam * p)  # 1 - q
+    a = (-math.expm1(-lam * tau) - lam * tau * math.exp(-lam * tau)) / lam \
+        + tau * (math.exp(-lam * tau) - math.exp(-lam * p))
+    return (a + tau * -math.expm1(-lam * lag) * (1.0 - one_q)) / one_q
+
+
+def waste_per_failure_s(*, interval_s: float, stall_s: float, lag_s: float,
+                        retrieve_s: float, mttf_s: float = math.inf) -> float:
+    """Gemini's measure of a failure's cost, s: compute lost (:func:`expected_lost_s`) plus
+    the checkpoint's retrieval; detection and relaunch left out, as Gemini does.
+
+    >>> waste_per_failure_s(interval_s=2520.0, stall_s=0.0, lag_s=2520.0,
+    ...                     retrieve_s=2520.0) / 60  # Gemini's MT-NLG: 42 + 21 + 42 min
+    105.0
+    """
+    return expected_lost_s(interval_s=interval_s, stall_s=stall_s, lag_s=lag_s,
+                           mttf_s=mttf_s) + retrieve_s
 
 
 class TierLoad:
@@ -249,13 +326,10 @@ class CheckpointCosts:
         """Stall, usable-after lag and tier occupancy of one checkpoint of a gang (``key``:
         its id in :attr:`load`, so that it does not contend with itself)."""
         disk_s = write_seconds(checkpoint_gb, self._bandwidth(self.write_gb_s, nodes, key))
-        if self.recovery == "disk":
-            return CheckpointPrice(disk_s, 0.0, disk_s)
-        snap = snapshot_seconds(checkpoint_gb, gpus)
-        if self.recovery == "async":
-            return CheckpointPrice(snap, disk_s, disk_s)
         # memory: usable once replicated; the tier sees one persist per DISK_PERSIST_S
-        return CheckpointPrice(snap, replication_seconds(checkpoint_gb, nodes), disk_s)
+        return mode_price(self.recovery, write_s=disk_s,
+                          snapshot_s=snapshot_seconds(checkpoint_gb, gpus),
+                          replicate_s=replication_seconds(checkpoint_gb, nodes))
 
     def write_s(self, *, checkpoint_gb: float, gpus: int, nodes: int,
                 key: int | None = None) -> float:

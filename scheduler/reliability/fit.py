@@ -8,9 +8,12 @@ Two inputs:
   integer id); with the window's length and the units of each component (GPUs, nodes ...);
 * counts and exposures (:func:`fit_counts`): e.g. the mirror's measured interruptions by cause
   (``engine.reliability.interruptions``) and the unit-hours they were observed over.
+* job records of different sizes (:func:`read_job_csv`, :func:`fit_job_sizes`): each job's
+  nodes (or GPUs), hours run and failures, split into a hardware rate per unit and a rate per
+  job whatever its size (Poisson ML of ``a x units + b``, profile-likelihood intervals).
 
-Each rate is the maximum-likelihood ``k / T`` (``k`` failures over ``T`` unit-hours) with the
-exact (Garwood) interval from chi-square quantiles (``scipy.stats.chi2``)::
+For the first two, each rate is the maximum-likelihood ``k / T`` (``k`` failures over ``T``
+unit-hours) with the exact (Garwood) interval from chi-square quantiles (``scipy.stats.chi2``)::
 
     low  = chi2.ppf(a/2, 2k) / (2T)         (0 when k = 0)
     high = chi2.ppf(1 - a/2, 2k + 2) / (2T)     a = 1 - confidence
@@ -27,6 +30,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from scipy.optimize import brentq
 from scipy.stats import chi2
 
 from scheduler.reliability.failures import BY_CAUSE, COMPONENTS, MODES, UNITS, FailureMode
@@ -192,3 +197,183 @@ def fit_csv(path, *, window_days: float, gpus: int, nodes: int, units: dict | No
         estimates, name=stem, confidence=confidence,
         fleet=f"{gpus} GPUs on {nodes} nodes observed for {window_days:g} days",
         source=f"fitted from {Path(path).name}")
+
+
+# ------------------------------------------------------------------ by job size
+@dataclass(frozen=True)
+class SizeFit:
+    """:func:`fit_job_sizes`'s answer: ``rate = per_unit x units + per_job`` per job-hour.
+
+    Attributes
+    ----------
+    per_unit, per_job : RateEstimate
+        The hardware rate per unit-hour (component ``host`` per node or ``gpu`` per GPU) and
+        the rate per running job and hour (component ``job``), each with its profile-likelihood
+        interval.
+    failures, jobs : int
+        Failures and job records fitted.
+    loglik : float
+        The maximised Poisson log-likelihood (without the constant terms).
+    """
+
+    per_unit: RateEstimate
+    per_job: RateEstimate
+    failures: int
+    jobs: int
+    loglik: float
+
+
+def _loglik(a: float, b: float, n, t, k) -> float:
+    lam = a * n + b
+    if np.any((k > 0) & (lam <= 0)):
+        return -math.inf
+    pos = k > 0
+    return float(np.sum(k[pos] * np.log(lam[pos])) - np.sum(lam * t))
+
+
+def _best_other(fixed: float, which: str, n, t, k) -> float:
+    """The ML value of the other parameter with ``which`` (``a`` or ``b``) held at ``fixed``:
+    the score is decreasing in it, so its root (or 0) is found by bisection."""
+    w = t if which == "a" else n * t  # exposure of the free parameter
+    x = n if which == "b" else np.ones_like(n)  # its multiplier in lambda
+
+    def score(v: float) -> float:
+        lam = (fixed * n + v) if which == "a" else (v * n + fixed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float(np.sum(np.where(k > 0, k * x / lam, 0.0)) - np.sum(w))
+
+    if score(0.0) <= 0:
+        return 0.0
+    hi = max(1e-12, float(k.sum()) / max(float(w.sum()), 1e-300))
+    while score(hi) > 0:
+        hi *= 2.0
+    return float(brentq(score, 0.0, hi, xtol=1e-16 + 1e-13 * hi, maxiter=200))
+
+
+def _profile_interval(which: str, best: float, n, t, k, lmax: float, drop: float) -> tuple:
+    def excess(v: float) -> float:
+        other = _best_other(v, which, n, t, k)
+        ll = _loglik(v, other, n, t, k) if which == "a" else _loglik(other, v, n, t, k)
+        return ll - (lmax - drop)
+
+    low = 0.0 if excess(0.0) >= 0 else float(brentq(excess, 0.0, best, xtol=1e-16 + 1e-12 * best))
+    step = max(best, float(k.sum() + 1) / float((n * t if which == "a" else t).sum()))
+    hi = best + step
+    while excess(hi) > 0:
+        hi += step
+        step *= 2.0
+    high = float(brentq(excess, best, hi, xtol=1e-16 + 1e-12 * hi))
+    return low, high
+
+
+def fit_job_sizes(records, *, per: str = "node", confidence: float = 0.95) -> SizeFit:
+    """Per-unit hardware and per-job rates from jobs of different sizes (Poisson ML).
+
+    Each record is ``(units, hours, failures)``: a job (or jobs of one size, summed) on
+    ``units`` nodes (``per="node"``) or GPUs (``per="gpu"``), observed for ``hours`` while it
+    ran, with ``failures`` interruptions.  The model is Poisson with rate per job-hour
+    ``a x units + b`` (``a``: hardware per unit-hour, ``b``: causes that come with a job
+    whatever its size), ``a, b >= 0``.  The maximum likelihood is found by EM (each failure
+    split between the two sources in proportion to their rates: the log-likelihood rises every
+    step); each interval is the profile-likelihood one, where the log-likelihood maximised over
+    the other parameter falls ``chi2.ppf(confidence, 1) / 2`` below the maximum (Wilks; a
+    bound at 0 where it does not fall that far).  Sizes must differ to tell ``a`` from ``b``.
+
+    >>> f = fit_job_sizes([(1, 10000.0, 20), (128, 100.0, 15)])
+    >>> round(f.per_unit.rate * 1e3, 3), round(f.per_job.rate * 1e3, 3)  # exact: two equations
+    (1.165, 0.835)
+    """
+    if per not in ("node", "gpu"):
+        raise ValueError(f"per must be 'node' or 'gpu', not {per!r}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
+    rows = list(records)
+    if not rows:
+        raise ValueError("no job records to fit")
+    n = np.array([float(r[0]) for r in rows])
+    t = np.array([float(r[1]) for r in rows])
+    k = np.array([float(r[2]) for r in rows])
+    if np.any(~np.isfinite(n) | (n < 1)) or np.any(~np.isfinite(t) | (t <= 0)) or np.any(
+            (k < 0) | (k != np.floor(k))):
+        raise ValueError("each job record needs units >= 1, hours > 0 and an integer "
+                         "failure count >= 0")
+    if np.unique(n).size < 2:
+        raise ValueError("all job records have one size: the per-unit and per-job rates "
+                         "cannot be told apart (records of at least two sizes are needed)")
+    total = float(k.sum())
+    a = b = total / (2.0 * float((n * t).sum() + t.sum())) if total else 0.0
+    for _ in range(20000):
+        if total == 0:
+            break
+        lam = a * n + b
+        share = np.where(lam > 0, a * n / np.where(lam > 0, lam, 1.0), 0.5)
+        a_new = float((k * share).sum() / (n * t).sum())
+        b_new = float((k * (1.0 - share)).sum() / t.sum())
+        done = abs(a_new - a) <= 1e-13 * max(a_new, 1e-300) and \
+            abs(b_new - b) <= 1e-13 * max(b_new, 1e-300)
+        a, b = a_new, b_new
+        if done:
+            break
+    if total:  # EM creeps towards a bound: take the bound's exact optimum where it is better
+        for cand in ((total / float((n * t).sum()), 0.0), (0.0, total / float(t.sum()))):
+            if _loglik(*cand, n, t, k) >= _loglik(a, b, n, t, k):
+                a, b = cand
+    lmax = _loglik(a, b, n, t, k)
+    drop = float(chi2.ppf(confidence, 1)) / 2.0
+    a_ci = _profile_interval("a", a, n, t, k, lmax, drop)
+    b_ci = _profile_interval("b", b, n, t, k, lmax, drop)
+    comp = "host" if per == "node" else "gpu"
+    unit_h = float((n * t).sum())
+    job_h = float(t.sum())
+    # each part's count: its ML share of the failures (EM's attribution), rounded
+    return SizeFit(
+        RateEstimate(f"{comp}_per_{per}", comp, round(a * unit_h), unit_h, a, *a_ci),
+        RateEstimate("per_job", "job", round(b * job_h), job_h, b, *b_ci),
+        int(total), len(rows), lmax)
+
+
+def read_job_csv(path) -> list[tuple[int, float, int]]:
+    """Job records as ``(units, hours, failures)`` from a CSV with columns ``units`` (nodes or
+    GPUs of the job), ``hours`` (hours it ran) and ``failures``; a bad row raises one line
+    naming the file, the line and the field."""
+    path = Path(path)
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{name}: no such file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: not UTF-8 text") from None
+    reader = csv.DictReader(text.splitlines())
+    for col in ("units", "hours", "failures"):
+        if col not in (reader.fieldnames or []):
+            raise ValueError(f"{name}: the header needs a '{col}' column (units, hours, "
+                             "failures)")
+    out = []
+    for row in reader:
+        line = reader.line_num
+        for col, cast, ok, what in (("units", int, lambda v: v >= 1, "an integer >= 1"),
+                                    ("hours", float, lambda v: math.isfinite(v) and v > 0,
+                                     "a number > 0"),
+                                    ("failures", int, lambda v: v >= 0, "an integer >= 0")):
+            try:
+                value = cast((row[col] or "").strip())
+            except ValueError:
+                raise ValueError(f"{name}:{line}: field '{col}' must be {what}, not "
+                                 f"{row[col]!r}") from None
+            if not ok(value):
+                raise ValueError(f"{name}:{line}: field '{col}' must be {what}, not "
+                                 f"{row[col]!r}")
+            row[col] = value
+        out.append((row["units"], row["hours"], row["failures"]))
+    return out
+
+
+def profile_from_size_fit(fit: SizeFit, *, name: str, fleet: str, source: str,
+                          confidence: float) -> Profile:
+    """A profile of the two fitted modes (hardware per unit, per job) and their intervals."""
+    what = (f"Poisson ML of rate = a x units + b over {fit.jobs} job records, "
+            f"{fit.failures} failures")
+    return profile_from_estimates(
+        [fit.per_unit, fit.per_job], name=name, fleet=fleet, confidence=confidence,
+        source=f"{source}; {what}; profile-likelihood intervals")

@@ -12,6 +12,7 @@ A spec is YAML (or JSON, which YAML reads) and is documented in ``docs/studies.m
       - name: one-to-seven
         set: {oversubscription: 7}
     figures: [mfu, ettr, goodput, wait_mean_h]   # default: every figure
+    checkpoint_intervals: equal   # or optimum: how arms that differ in recovery compare
 
 :func:`load_spec` checks everything before any run starts: unknown fields, values outside a
 scenario field's bounds, an arm that changes nothing (or runs the same scenario as another),
@@ -44,6 +45,7 @@ from scheduler.study.spec_checks import (
     SpecChecker,
     SpecError,
     SpecProblem,
+    checkpoint_basis,
     figures_checked,
 )
 
@@ -84,6 +86,10 @@ class StudySpec:
     figures: tuple[str, ...]
     description: str = ""
     energy_price_usd_per_mwh: float | None = None
+    checkpoint_basis: str | None = None
+    """How the arms' checkpoint intervals compare, in words (``intervals: equal (60.0 min)``,
+    ``intervals: each mode's optimum (Daly)``); None where the arms do not differ in recovery
+    and the spec asks nothing (``checkpoint_intervals``)."""
     source: dict = field(default_factory=dict, compare=False)
     """The spec as written (JSON-safe), kept with the results."""
 
@@ -229,12 +235,13 @@ def check_spec(data: dict, lines: dict | None = None, *,
         if price is None and ("energy_cost_usd" in figures or "cost_usd" in figures):
             c.note(("figures",), "energy_cost_usd and cost_usd need energy_price_usd_per_mwh "
                                  "(USD per MWh)")
+    basis = checkpoint_basis(c, data, arms)
     if c.problems:
         raise SpecError(problems=sorted(c.problems, key=lambda p: p.line or 0))
     return StudySpec(name=name, arms=tuple(arms), seeds=seeds, figures=tuple(figures),
                      description=description,
                      energy_price_usd_per_mwh=None if price is None else float(price),
-                     source=json.loads(json.dumps(data, default=str)))
+                     checkpoint_basis=basis, source=json.loads(json.dumps(data, default=str)))
 
 
 def load_spec_text(text: str, *, base_dir: str | os.PathLike | None = None,

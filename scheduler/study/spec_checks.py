@@ -27,7 +27,7 @@ SCENARIO_FIELDS = tuple(f.name for f in dataclasses.fields(Scenario) if f.name !
 """What ``base`` and an arm's ``set`` may name: every :class:`~scheduler.simulate.Scenario`
 field except ``seed`` (a study's seeds come from ``seeds``)."""
 TOP_FIELDS = ("name", "description", "base", "seeds", "first_seed", "baseline", "arms",
-              "figures", "energy_price_usd_per_mwh")
+              "figures", "energy_price_usd_per_mwh", "checkpoint_intervals")
 ARM_FIELDS = ("name", "set", "description")
 MAX_SEEDS = 1000
 MAX_RUNS = 20_000
@@ -305,3 +305,55 @@ def figures_checked(c: SpecChecker, data: dict) -> list:
             c.note(("figures", i), f"unknown figure {f!r}; choose among: {', '.join(known)} "
                                    "(or wait_mean_h:TENANT, jct_mean_h:TENANT)")
     return figures
+
+
+CHECKPOINT_BASES = ("equal", "optimum")
+"""``checkpoint_intervals``: every arm at one interval in seconds, or each at its own
+(``auto``: Daly's optimum for its checkpoint stall, never below the time its checkpoint takes
+to become usable)."""
+
+
+def checkpoint_basis(c: SpecChecker, data: dict, arms: Sequence) -> str | None:
+    """The line that says how the arms' checkpoint intervals compare (``intervals: equal (60.0
+    min)``, ``intervals: each mode's optimum (Daly)``), checked against ``checkpoint_intervals``
+    when the spec asks for one basis; None when the arms neither ask nor differ in recovery."""
+    asked = data.get("checkpoint_intervals")
+    if asked is not None and asked not in CHECKPOINT_BASES:
+        c.note(("checkpoint_intervals",), f"checkpoint_intervals must be equal or optimum, "
+                                          f"not {asked!r}")
+        return None
+    if not arms:
+        return None
+    given = {a.name: a.options.get("checkpoint_interval", "auto") for a in arms}
+    given = {n: "auto" if v is None else v for n, v in given.items()}
+    seconds = {v for v in given.values() if not isinstance(v, str)}
+    if asked == "equal":
+        words = [n for n, v in given.items() if isinstance(v, str)]
+        if words:
+            c.note(("checkpoint_intervals",), "checkpoint_intervals: equal needs one "
+                   "checkpoint_interval in seconds for every arm (set it in base); arm "
+                   f"{words[0]!r} has {given[words[0]]!r}")
+            return None
+        if len(seconds) > 1:
+            c.note(("checkpoint_intervals",), "checkpoint_intervals: equal needs the same "
+                   "checkpoint_interval in every arm, not "
+                   f"{', '.join(f'{v:g}' for v in sorted(seconds))} s")
+            return None
+    if asked == "optimum":
+        other = [n for n, v in given.items() if v != "auto"]
+        if other:
+            c.note(("checkpoint_intervals",), "checkpoint_intervals: optimum runs each arm at "
+                   f"its own (auto) interval; arm {other[0]!r} sets checkpoint_interval "
+                   f"{given[other[0]]!r}")
+            return None
+    if asked is None and len({a.options.get("recovery") for a in arms}) < 2:
+        return None
+    values = set(given.values())
+    if values == {"auto"}:
+        return "intervals: each mode's optimum (Daly)"
+    if len(values) == 1 and seconds:
+        return f"intervals: equal ({next(iter(seconds)) / 60:,.1f} min)"
+    if values == {"job"}:
+        return "intervals: each job's own (the same in every arm)"
+    return "intervals: differ between arms (" + ", ".join(
+        f"{n} {v if isinstance(v, str) else f'{v:g} s'}" for n, v in given.items()) + ")"

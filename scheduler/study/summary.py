@@ -10,9 +10,13 @@ from scheduler.study.stats import LEVEL, mean_ci, paired, verdict
 
 
 def summarise(spec: StudySpec, values: dict[tuple[str, int], dict[str, float | None]]) -> dict:
-    """:func:`summarise_values` of a spec's arms, seeds and figures."""
-    return summarise_values([(a.name, a.changes) for a in spec.arms], spec.seeds,
-                            [figure(n) for n in spec.figures], values)
+    """:func:`summarise_values` of a spec's arms, seeds and figures, with the line that says
+    how their checkpoint intervals compare (``checkpoint_intervals``) where the spec has one."""
+    out = summarise_values([(a.name, a.changes) for a in spec.arms], spec.seeds,
+                           [figure(n) for n in spec.figures], values)
+    if spec.checkpoint_basis is not None:
+        out["checkpoint_intervals"] = spec.checkpoint_basis
+    return out
 
 
 def summarise_values(arms: Sequence[tuple[str, dict]], seeds: Sequence[int],

@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.reliability.fit import fit_counts, fit_csv, poisson_interval
+from scheduler.reliability.fit import (
+    _loglik,
+    fit_counts,
+    fit_csv,
+    fit_job_sizes,
+    poisson_interval,
+    read_job_csv,
+)
 from scheduler.reliability.profiles import load_profile, profile_toml
 
 GPUS, NODES, DAYS = 4096, 512, 60.0
@@ -110,3 +117,71 @@ def test_bad_csv_rows_give_one_clear_line(tmp_path, text, message):
     with pytest.raises(ValueError) as exc:
         fit_csv(path, window_days=DAYS, gpus=GPUS, nodes=NODES)
     assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+# ------------------------------------------------------------------ by job size (issue 29)
+SIZE_A, SIZE_B = 3e-4, 2e-3  # per node-hour (hardware), per job-hour (whatever the size)
+SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _job_records(seed: int, per_size: int = 6) -> list[tuple[int, float, int]]:
+    """Seeded jobs of nine sizes, 50-500 h each, failing at SIZE_A x nodes + SIZE_B."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in SIZES:
+        for h in rng.uniform(50, 500, per_size):
+            out.append((n, float(h), int(rng.poisson((SIZE_A * n + SIZE_B) * h))))
+    return out
+
+
+def test_size_fit_recovers_both_parts_and_tells_a_per_job_rate_from_zero():
+    fit = fit_job_sizes(_job_records(0, per_size=20))
+    assert fit.per_unit.low <= SIZE_A <= fit.per_unit.high
+    assert fit.per_job.low <= SIZE_B <= fit.per_job.high
+    assert fit.per_unit.rate == pytest.approx(SIZE_A, rel=0.15)
+    assert fit.per_job.low > 0  # a per-job part is there and the data show it
+    assert (fit.per_unit.component, fit.per_job.component) == ("host", "job")
+
+
+def test_size_fit_finds_no_per_job_part_in_purely_per_node_data():
+    rng = np.random.default_rng(1)
+    recs = [(n, 300.0, int(rng.poisson(SIZE_A * n * 300.0))) for n in SIZES for _ in range(10)]
+    fit = fit_job_sizes(recs)
+    assert fit.per_job.low == 0.0 and fit.per_job.high < SIZE_B
+    assert fit.per_unit.low <= SIZE_A <= fit.per_unit.high
+
+
+def test_size_fit_profile_likelihood_intervals_cover_at_about_their_confidence():
+    """60 seeded records: the 95 % intervals must cover the true a and b in at least 51 of
+    them each (expected 57; 51 is about 3.5 binomial sigma below)."""
+    cover_a = cover_b = 0
+    for seed in range(60):
+        fit = fit_job_sizes(_job_records(100 + seed))
+        cover_a += fit.per_unit.low <= SIZE_A <= fit.per_unit.high
+        cover_b += fit.per_job.low <= SIZE_B <= fit.per_job.high
+    assert cover_a >= 51 and cover_b >= 51, (cover_a, cover_b)
+
+
+def test_size_fit_intervals_narrow_with_more_jobs_and_the_ml_beats_its_neighbours():
+    few, many = fit_job_sizes(_job_records(7, 3)), fit_job_sizes(_job_records(7, 30))
+    width = lambda e: e.high - e.low  # noqa: E731
+    assert width(many.per_unit) < width(few.per_unit) / 2
+    assert width(many.per_job) < width(few.per_job)  # the few's is cut at 0
+    recs = _job_records(7, 30)
+    n, t, k = (np.array([r[i] for r in recs], dtype=float) for i in range(3))
+    best = _loglik(many.per_unit.rate, many.per_job.rate, n, t, k)
+    assert best == pytest.approx(many.loglik)
+    for da, db in ((1.05, 1), (0.95, 1), (1, 1.05), (1, 0.95)):
+        assert _loglik(many.per_unit.rate * da, many.per_job.rate * db, n, t, k) < best
+
+
+def test_size_fit_refuses_one_size_and_bad_rows(tmp_path):
+    with pytest.raises(ValueError, match="one size"):
+        fit_job_sizes([(8, 100.0, 1), (8, 50.0, 0)])
+    path = tmp_path / "jobs.csv"
+    path.write_text("units,hours,failures\n8,100,1\n16,-3,0\n")
+    with pytest.raises(ValueError, match=r"^jobs.csv:3: field 'hours' must be a number > 0"):
+        read_job_csv(path)
+    path.write_text("units,hours\n8,100\n")
+    with pytest.raises(ValueError, match="needs a 'failures' column"):
+        read_job_csv(path)

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.engine import Engine
+from scheduler.reliability.analysis import job_ettr
 from scheduler.reliability.failures import MODES, UNITS, FailureMode, job_failure_rate
 from scheduler.reliability.profiles import PROFILES, load_profile, profile_toml
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
@@ -186,12 +187,24 @@ def test_the_job_mttf_closed_form_does_not_grow_a_job_level_rate_with_size():
 def test_property_mttf_scales_as_one_over_size_for_size_proportional_modes(nodes, k, name):
     """With only per-GPU and per-node modes, k times the gang has k times the rate (MTTF / k);
     a job-level mode makes it grow less than k times."""
-    modes = load_profile(name).modes
-    assert not any(m.component == "job" for m in modes)
+    modes = tuple(m for m in load_profile(name).modes if m.component != "job")
     one = job_failure_rate(nodes, 8 * nodes, modes)
     assert job_failure_rate(k * nodes, 8 * k * nodes, modes) == pytest.approx(k * one)
     with_job = modes + _one_mode("job", one)
     assert job_failure_rate(k * nodes, 8 * k * nodes, with_job) < k * 2 * one
+
+
+def test_rsc1_keeps_hardware_per_node_apart_from_a_per_job_rate_that_does_not_grow():
+    """Issue 29: rsc1's hardware is per node (r_f) and its user/software/data causes are per
+    job: what a job of any size sees beyond nodes x r_f is the same per-job rate."""
+    modes = load_profile("rsc1").modes
+    comps = {m.cause: m.component for m in modes}
+    assert comps["node_hardware"] == "host" and comps["job_software_user_data"] == "job"
+    assert not any(c == "software" for c in comps.values())  # no per-node software rate
+    r_f = 6.50 / 24000
+    for nodes in (1, 128, 2048, 16384):
+        beyond = job_failure_rate(nodes, 8 * nodes, modes) - nodes * r_f
+        assert beyond == pytest.approx(6.03e-4, rel=1e-9)
 
 
 # ------------------------------------------------------------------ failures while down
@@ -213,37 +226,70 @@ def test_a_failure_on_a_gang_already_down_is_counted_not_dropped():
 
 
 # ------------------------------------------------------------------ another fleet: RSC-1
+# Kokolis et al., "Revisiting Reliability in Large-Scale Machine Learning Research Clusters"
+# (arXiv 2410.21680, HPCA 2025), RSC-1, as quoted by public summaries (docs/failures.md).
+RSC1_R_F_PER_NODE_H = 6.50 / 24000  # 6.50 failures per 1,000 node-days
 RSC1_MTTF_1024_H = 7.9
 RSC1_MTTF_8_DAYS = 47.7
+RSC1_PROJECTED_H = {16384: 1.8, 131072: 0.23}
 
 
-def test_regression_rsc1_reproduces_the_1024_gpu_mttf_it_was_calibrated_on():
-    """Regression (by construction): Kokolis et al. (arXiv 2410.21680, HPCA 2025), RSC-1,
-    measured MTTF of 1,024-GPU jobs 7.9 h; the profile's per-node rates sum to 1/(128 x 7.9 h)
-    (to the rounding of the file's 3 significant figures)."""
-    mttf = 1.0 / job_failure_rate(128, 1024, load_profile("rsc1").modes)
-    assert mttf == pytest.approx(RSC1_MTTF_1024_H, rel=0.005)
+def _rsc1_mttf_h(gpus: int) -> float:
+    return 1.0 / job_failure_rate(gpus // 8, gpus, load_profile("rsc1").modes)
 
 
-def test_validation_rsc1_mttf_of_8_gpu_jobs_which_it_was_not_fitted_to():
-    """Validation: Kokolis et al. (arXiv 2410.21680, HPCA 2025), RSC-1, measured MTTF of 8-GPU
-    (one-node) jobs: 47.7 days.  Not used in the calibration (only the 1,024-GPU MTTF and r_f
-    were).  Ours: 42.1 days (-12 %).  Tolerance: 25 %."""
-    mttf_days = 1.0 / job_failure_rate(1, 8, load_profile("rsc1").modes) / 24.0
-    assert mttf_days == pytest.approx(RSC1_MTTF_8_DAYS, rel=0.25)
+def test_regression_rsc1_reproduces_the_8_gpu_mttf_it_was_calibrated_on():
+    """Regression (by construction): the per-job rate is the 8-GPU jobs' measured MTTF, 47.7
+    days, less r_f: 1/(47.7 x 24) - 6.50/24,000 = 6.03e-4 per job-hour (3 significant
+    figures in the file)."""
+    assert _rsc1_mttf_h(8) / 24 == pytest.approx(RSC1_MTTF_8_DAYS, rel=0.001)
+
+
+@pytest.mark.parametrize("gpus", sorted(RSC1_PROJECTED_H))
+def test_validation_rsc1_projected_mttf_of_large_jobs(gpus):
+    """Held out: the paper's projected MTTF at 16,384 GPUs (1.8 h) and 131,072 GPUs (0.23 h).
+    Weak as validation: the paper projects from r_f, which the profile takes as its hardware
+    rate; what is tested is that the per-job part (fitted at 8 GPUs) does not grow with size
+    (the old per-node software rate gave 0.49 h and 0.062 h).  Ours: 1.80 h, 0.225 h.
+    Tolerance: 25 %."""
+    assert _rsc1_mttf_h(gpus) == pytest.approx(RSC1_PROJECTED_H[gpus], rel=0.25)
+
+
+@pytest.mark.parametrize("gpus, ours", [(2048, 0.948), (4096, 0.907)])
+def test_validation_rsc1_ettr_of_2k_to_4k_gpu_jobs_with_hourly_checkpoints(gpus, ours):
+    """Held out: the paper's ETTR above 0.9 for 2,048-4,096-GPU jobs checkpointing hourly.
+    Closed form (analysis.job_ettr): interval 3,600 s, a 30 s synchronous stall (assumed: the
+    paper's write time was not found), restart = the modes' detection + the engine's default
+    180 s.  Ours 0.948 and 0.907 (0.915 at 4,096 with a free checkpoint, 0.899 at a 60 s
+    stall).  Tolerance: the bound less 0.02 (>= 0.88)."""
+    e = job_ettr(load_profile("rsc1").modes, gpus=gpus, nodes=gpus // 8, cost_s=30.0,
+                 interval_s=3600.0)
+    assert e.ettr >= 0.90 - 0.02
+    assert e.ettr == pytest.approx(ours, abs=0.001)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rsc1 gives 28.4 h for 1,024-GPU jobs (+259 %): with hardware at r_f, the measured 7.9 h "
+    "needs 0.092 failures per job-hour beyond r_f at 128 nodes, which would put the 4,096-GPU "
+    "ETTR at 0.86 and the 8-GPU MTTF at 10.8 h; the published figures disagree (docs/"
+    "failures.md)"))
+def test_validation_rsc1_measured_mttf_of_1024_gpu_jobs():
+    """Held out: the measured MTTF of 1,024-GPU jobs, 7.9 h.  Tolerance: 25 %."""
+    assert _rsc1_mttf_h(1024) == pytest.approx(RSC1_MTTF_1024_H, rel=0.25)
 
 
 def test_the_engine_draws_a_profile_at_its_rates_rsc1_at_992_gpus():
     """The engine follows the profile, not only the closed form: the llama3-16k preset scaled
-    to 1,024 GPUs (a 992-GPU, 124-node gang) under rsc1 for 20 days has an MTTF (wall time over
-    interruptions, downtime included) near 1/(124 x 9.89e-4 per node-h) = 8.2 h; llama3's rates
-    give about 46 h.  Band: +-35 % (about 2.5 sigma for ~60 interruptions)."""
-    _, rep = run_scenario(Scenario(preset="llama3-16k", gpus=1024, days=20, seed=1,
+    to 1,024 GPUs (a 992-GPU, 124-node gang) under rsc1 for 90 days has an MTTF (wall time over
+    interruptions, downtime included) near 1/(124 x 2.708e-4 + 6.03e-4 per h) = 29.3 h, the
+    per-job mode drawn once for the gang.  Band: +-35 % (about 3 sigma for ~74
+    interruptions)."""
+    _, rep = run_scenario(Scenario(preset="llama3-16k", gpus=1024, days=90, seed=1,
                                    physics=False, failure_profile="rsc1"))
     big = rep["largest_job"]
     expected = 1.0 / job_failure_rate(big["gpus"] // 8, big["gpus"], load_profile("rsc1").modes)
+    assert expected == pytest.approx(29.25, rel=0.01)
     assert big["mttf_hours"] == pytest.approx(expected, rel=0.35)
-    assert big["mttf_hours"] < 20
 
 
 def test_every_unit_named_in_a_profile_is_the_components_unit():

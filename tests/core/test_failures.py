@@ -15,7 +15,12 @@ import pytest
 from scheduler.engine import Engine
 from scheduler.hardware.cluster import NodeGroup, StorageSpec, plan_cluster
 from scheduler.reliability import checkpoint
-from scheduler.reliability.failures import BY_CAUSE, job_failure_rate, unit_counts
+from scheduler.reliability.failures import (
+    BY_CAUSE,
+    LLAMA3_UP_HOURS,
+    job_failure_rate,
+    unit_counts,
+)
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
 from scheduler.workload.jobs import Requirement, TrainingJob, Workload
 from scheduler.workload.scenarios import frontier_job, scaled_preset, scenario_workload
@@ -23,7 +28,7 @@ from scheduler.workload.scenarios import frontier_job, scaled_preset, scenario_w
 LLAMA3_UNEXPECTED = 419
 LLAMA3_PLANNED = 47
 LLAMA3_TOP = {"faulty_gpu": 148, "gpu_hbm3_memory": 72, "software_bug": 54,
-              "network_cable": 34 + 1}  # 35 "network switch/cable": cables plus the leaf
+              "network_cable": 33 + 2}  # 35 "network switch/cable": cables plus the leaves
 
 
 def _strip(report):
@@ -65,8 +70,9 @@ def test_regression_llama3_54_days_interruption_count(llama3_54d):
     """Regression check, not validation.
 
     Fitted: every failure rate in ``scheduler/reliability/failures.py`` is a Llama 3 Table 5
-    count divided by its units and 1,296 h (419 unexpected, 47 planned in 54 days on 16,384
-    H100), so reproducing these counts only shows the fit has not drifted.
+    count divided by its units and the job's 1,268.05 up-hours of the 1,296 (419 unexpected,
+    47 planned in 54 days on 16,384 H100), so reproducing these counts only shows the fit has
+    not drifted.
     """
     inter = llama3_54d["interruptions"]
     # Poisson noise: 3 standard deviations
@@ -94,7 +100,8 @@ def test_regression_llama3_job_mttf_and_the_ledger_covers_every_gpu_hour(llama3_
     """Regression check, not validation: the job's MTTF against Llama 3's own 466
     interruptions in 54 days (Table 5, the counts the rates were fitted to).
 
-    By hand: 54 d x 24 h = 1,296 h over 466 interruptions = 2.78 h between interruptions.
+    By hand: 54 d x 24 h = 1,296 h over 466 interruptions = 2.78 h between interruptions
+    (the rates are per up-hour, so about 466 are observed in the 1,296 h).
     Poisson noise on 466 events, 3 sigma = +-65, gives 1,296/531 = 2.44 h to 1,296/401 =
     3.23 h.  (The job finishes its 15.6T tokens a little before day 54 when the physics is
     off, so its wall time is at most 1,296 h: the band's upper end is not affected.)
@@ -112,22 +119,62 @@ def test_job_failure_rates_by_hand_from_the_table_5_counts():
     """Regression check (the rates were fitted to Table 5), worked by hand, not by MODES.
 
     A gang's own causes: per GPU the GPU causes (148 + 72 + 19 + 17 + 6 + 6 = 268), NIC 7 and
-    NIC-to-leaf cables 34, i.e. 309 per 16,384 GPUs; per node the host causes (32 + 3 + 3 + 2
+    NIC-to-leaf cables 33, i.e. 308 per 16,384 GPUs; per node the host causes (32 + 3 + 3 + 2
     + 2 + 2 + 2 = 46), software (54 + 7 + 2 = 63) and planned maintenance (47), i.e. 156 per
-    2,048 nodes; all over 1,296 h.  One node of 8 GPUs therefore sees
-    (8 x 309 / 16,384 + 156 / 2,048) / 1,296 = (309 + 156) / (2,048 x 1,296) per hour:
-    an MTTF of 2,048 x 1,296 / 465 = 5,708 h, and 2,048 nodes see 465 in 1,296 h.
+    2,048 nodes; all over the job's 1,268.05 up-hours (issue 29: the counts are interruptions,
+    seen only while the job was up).  One node of 8 GPUs therefore sees
+    (8 x 308 / 16,384 + 156 / 2,048) / 1,268.05 = (308 + 156) / (2,048 x 1,268.05) per hour:
+    an MTTF of 2,048 x 1,268.05 / 464 = 5,597.0 h, and 2,048 nodes see 464 in 1,268.05 h
+    (Table 5's 466 less the 2 leaf switches, which are shared, not the job's own).
     """
-    assert 1.0 / job_failure_rate(1, 8) == pytest.approx(5708, rel=1e-3)
-    assert job_failure_rate(2048, 16384) * 1296 == pytest.approx(465, rel=1e-9)
-    # a 1,024-GPU gang: 128 nodes, 465 / 16 = 29.06 interruptions in 54 days
-    assert job_failure_rate(128, 1024) * 1296 == pytest.approx(29.06, rel=1e-3)
+    assert 1.0 / job_failure_rate(1, 8) == pytest.approx(5597.0, rel=1e-4)
+    assert job_failure_rate(2048, 16384) * 1268.05 == pytest.approx(464, rel=1e-9)
+    # a 1,024-GPU gang: 128 nodes, 464 / 16 = 29.0 interruptions in 1,268.05 up-hours
+    assert job_failure_rate(128, 1024) * 1268.05 == pytest.approx(29.0, rel=1e-3)
     # the unit counts that scale the cluster-wide failures: 2,112 nodes against 256
     small, _ = scaled_preset("llama3-16k", 2048)
     big, _ = scaled_preset("llama3-16k", None)
     u_small, u_big = unit_counts(small.plan()), unit_counts(big.plan())
     assert (u_big["gpu"], u_small["gpu"]) == (16896, 2048)
     assert (u_big["host"], u_small["host"]) == (2112, 256)
+
+
+def test_llama3_up_hours_by_hand_from_table_5_and_the_detection_times():
+    """The exposure of Table 5's counts (a fit, issue 29): 1,296 h less the hang until
+    detection of each of the 466 interruptions.  By hand from the table's counts and the
+    twin's detection times: 262 GPU faults at 120 s (148 + 72 + 19 + 17 + 6), silent data
+    corruption 6 at 3,600 s, host 46 (power supplies 3 at 60 s, the other 43 at 120 s), NIC 7,
+    cables 34 and the leaf 1 at 120 s, software bug 54 and NCCL watchdog 7 at 600 s,
+    dependency 2 at 300 s, planned 47 at 0 s:
+    31,440 + 21,600 + 5,340 + 840 + 4,080 + 120 + 37,200 = 100,620 s = 27.95 h."""
+    hang_s = (262 * 120 + 6 * 3600 + 3 * 60 + 43 * 120 + 7 * 120 + 35 * 120
+              + 61 * 600 + 2 * 300)
+    assert hang_s == 100_620
+    assert LLAMA3_UP_HOURS == pytest.approx(1296 - hang_s / 3600, abs=1e-9)
+    by_table = {"faulty_gpu": 148, "software_bug": 54, "planned_maintenance": 47}
+    for cause, n in by_table.items():
+        units = 16384 if BY_CAUSE[cause].component == "gpu" else 2048
+        assert BY_CAUSE[cause].per_hour == pytest.approx(n / (units * 1268.05), rel=1e-12)
+
+
+def test_regression_llama3_54_days_counts_over_four_seeds_and_hits_while_down_apart():
+    """Regression (issue 29): 54-day runs observe about Table 5's 419 unexpected and 47
+    planned interruptions; failures while the job hangs are counted apart (``while_down``),
+    never as interruptions.  Four seeds and a Poisson band only (3 sigma of the four runs'
+    sum, 3 sqrt(4 x 419) = 123, 7.3 %; 3 sqrt(4 x 47) = 41): too wide to tell per-up-hour
+    from calendar rates (2.2 % apart), which the test above checks by hand; the 20-seed mean
+    (413.8, -1.24 %: the job finishes its tokens about 9-14 h before day 54) is
+    ``bench/llama3_interruptions.py``'s."""
+    runs = [llama3_run(54, seed=s) for s in range(4)]
+    unplanned = sum(r["interruptions"]["unplanned"] for r in runs)
+    planned = sum(r["interruptions"]["planned"] for r in runs)
+    assert abs(unplanned - 4 * LLAMA3_UNEXPECTED) <= 3 * math.sqrt(4 * LLAMA3_UNEXPECTED)
+    assert abs(planned - 4 * LLAMA3_PLANNED) <= 3 * math.sqrt(4 * LLAMA3_PLANNED)
+    down = [sum(r["failures"]["while_down"].values()) for r in runs]
+    assert all(d > 0 for d in down)  # hits on a hung job exist and are not interruptions
+    for r in runs:
+        assert sum(r["interruptions"]["by_cause"].values()) == (
+            r["interruptions"]["unplanned"] + r["interruptions"]["planned"])
 
 
 def test_young_interval_by_hand():
@@ -169,11 +216,11 @@ def test_daly_interval_is_the_optimum_of_dalys_wall_time_model(ratio, tolerance)
 def test_auto_checkpoint_interval_is_youngs_by_hand_for_the_llama3_job(llama3_54d):
     """By hand: a 405B checkpoint of 14 bytes per parameter is 5,670 GB; alone on the
     2,000 GB/s tier (its 2,048 nodes could drive 204,800) a write takes 2.835 s.  The
-    job's MTTF is 1,296 h / 465 = 2.787 h = 10,034 s.  Young: sqrt(2 x 2.835 x 10,034) =
-    238.5 s; Daly's correction lowers it by about C (1 %)."""
+    job's MTTF is 1,268.05 up-hours / 464 = 2.733 h = 9,838 s (rates per up-hour).  Young:
+    sqrt(2 x 2.835 x 9,838) = 236.2 s; Daly's correction lowers it by about C (1 %)."""
     job = llama3_54d["largest_job"]
     assert job["checkpoint_write_s"] == pytest.approx(2.835, abs=0.01)
-    assert job["checkpoint_interval_s"] == pytest.approx(238.5, rel=0.02)
+    assert job["checkpoint_interval_s"] == pytest.approx(236.2, rel=0.02)
 
 
 def test_the_auto_interval_beats_half_and_twice_it_in_the_simulation():

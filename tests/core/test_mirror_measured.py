@@ -72,9 +72,10 @@ def test_enough_failures_make_the_forks_draw_the_measured_node_rate(mirror):
     hours = mirror.mirror.node_hours
     node = [m for m in got.modes if m.cause == "node_down"]
     assert len(node) == 1 and node[0].per_hour == pytest.approx(MIN_FAILURES / hours)
-    # the GPU, host and NIC modes it replaces are gone; switches, power, software stay
+    # the GPU, host and NIC modes it replaces are gone; switches, power and the per-job
+    # software/user/data causes (rsc1's, issue 29) stay
     kept = {m.component for m in got.modes} - {"host"}
-    assert not kept & {"gpu", "nic"} and {"spine", "software", "leaf"} <= kept
+    assert not kept & {"gpu", "nic"} and {"spine", "job", "leaf"} <= kept
     fork = mirror.fork(7)
     fork.reliability.set_modes(got.modes)
     assert fork.reliability.modes == got.modes and mirror.reliability.modes != got.modes

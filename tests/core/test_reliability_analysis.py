@@ -173,13 +173,17 @@ def test_job_level_modes_do_not_scale_with_size_and_shared_parts_are_left_out():
 
 
 def test_regression_llama3_interruptions_in_54_days_and_mttf():
-    """Regression check, not validation: the rates are Table 5's counts over 54 days on 16,384
-    GPUs (2,048 nodes), so the closed form returns 466 less the one leaf-switch event booked
-    on a shared part (465), 47 of them planned; MTTF 1,296 h / 465 = 2.787 h."""
+    """Regression check, not validation: the rates are Table 5's counts over the hours the
+    job was up in the 54 days (``LLAMA3_UP_HOURS``) on 16,384 GPUs (2,048 nodes), so over
+    those hours the closed form returns 466 less the 2 leaf-switch events booked on shared
+    parts (464), 47 of them planned; MTTF = up-hours / 464."""
+    from scheduler.reliability.failures import LLAMA3_UP_HOURS
+
     r = ra.job_rates(gpus=16384, nodes=2048)
-    assert r.per_h * 54 * 24 == pytest.approx(465, abs=1e-6)
-    assert r.planned_per_h * 54 * 24 == pytest.approx(47, abs=1e-6)
-    assert ra.job_mttf_h(gpus=16384, nodes=2048) == pytest.approx(1296 / 465, rel=1e-9)
+    assert r.per_h * LLAMA3_UP_HOURS == pytest.approx(464, abs=1e-6)
+    assert r.planned_per_h * LLAMA3_UP_HOURS == pytest.approx(47, abs=1e-6)
+    assert ra.job_mttf_h(gpus=16384, nodes=2048) == pytest.approx(LLAMA3_UP_HOURS / 464,
+                                                                  rel=1e-9)
 
 
 def test_validation_llama3_effective_training_time_above_90_percent():

@@ -68,6 +68,32 @@ def test_fit_failures_writes_a_profile_simulate_takes(tmp_path, capsys):
                  "--failure-profile", str(out), "--json", str(tmp_path / "r.json"))
 
 
+def test_fit_failures_by_job_size_writes_both_parts_with_intervals(tmp_path, capsys):
+    """Issue 29: job records of different sizes give a per-node hardware rate and a per-job
+    rate, each with its profile-likelihood interval, in a profile simulate takes."""
+    csv = tmp_path / "jobs.csv"
+    csv.write_text("units,hours,failures\n1,10000,20\n128,100,15\n16,500,5\n")
+    out = tmp_path / "sized.toml"
+    call_command("fit_failures", "--jobs-csv", str(csv), "--out", str(out))
+    printed = capsys.readouterr().out
+    assert "rate = a x nodes + b over 3 job records, 40 failures" in printed
+    assert "95% profile-likelihood intervals" in printed and f"wrote {out}" in printed
+    p = load_profile(out)
+    assert [mo.component for mo in p.modes] == ["host", "job"]
+    for mo in p.modes:
+        lo, hi = p.intervals[mo.cause]
+        assert lo <= mo.per_hour <= hi and hi > lo
+    call_command("simulate", "--preset", "dev-small", "--days", "0.1",
+                 "--failure-profile", str(out), "--json", str(tmp_path / "r.json"))
+    assert "--jobs-csv" in refused("fit_failures", "--csv", str(csv), "--jobs-csv", str(csv),
+                                   "--out", str(out))
+    one_size = tmp_path / "one.csv"
+    one_size.write_text("units,hours,failures\n8,100,1\n8,50,2\n")
+    assert "one size" in refused("fit_failures", "--jobs-csv", str(one_size), "--out",
+                                 str(tmp_path / "x.toml"))
+    assert not (tmp_path / "x.toml").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (("--window-days", "0"), "--window-days must be a positive number"),
     (("--gpus", "many"), "--gpus must be a positive integer"),

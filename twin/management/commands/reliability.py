@@ -7,7 +7,10 @@ Subcommands:
   MTTF (``--mttf-h``, or a job size and profile);
 * ``ettr`` — expected ETTR of a job for an interval (seconds or a rule), synchronous or
   asynchronous (``--persist-s``), with the restart split into detection, rescheduling,
-  loading and warm-up.
+  loading and warm-up; with ``--modes`` it compares checkpoint modes
+  (:mod:`scheduler.reliability.mode_comparison`) at equal intervals, at each mode's optimum,
+  or both (``--intervals``), and every table says which (``intervals: equal (42.0 min)``,
+  ``intervals: each mode's optimum (Daly)``).
 
 ``--failure-profile NAME`` reads :func:`scheduler.reliability.profiles.load_profile` when that
 package is installed; without it only ``llama3`` (the built-in
@@ -23,6 +26,8 @@ import sys
 from scheduler.limits import checks
 from scheduler.limits.bounds import CLUSTER_GPUS, Bound
 from scheduler.reliability import analysis as ra
+from scheduler.reliability import checkpoint as ck
+from scheduler.reliability import mode_comparison as mc
 from scheduler.reliability.failures import MODES
 from twin.management.one_line import OneLineCommand, checked, output_path, output_write, refuse
 
@@ -104,6 +109,22 @@ class Command(OneLineCommand):
         ettr.add_argument("--warmup-s", help="warm-up to full speed, s (default 0)")
         ettr.add_argument("--days", help="report expected interruptions in this many days "
                                          "(default 54)")
+        ettr.add_argument("--modes", help="compare checkpoint modes, comma-separated: disk "
+                                          "(or sync), async, memory (or in-memory); "
+                                          "--checkpoint-s is then the central tier's write")
+        ettr.add_argument("--intervals", help="with --modes: equal (every mode at --interval, "
+                                              "or the rule's interval for the first mode), "
+                                              "optimum (each mode's own under the rule) or "
+                                              "both (default)")
+        ettr.add_argument("--snapshot-s", help="with --modes: device-to-host stall of async "
+                                               "and memory checkpoints, s")
+        ettr.add_argument("--replicate-s", help="with --modes: replication to a peer's memory, "
+                                                "s (memory)")
+        ettr.add_argument("--memory-load-s", help="with --modes: restore from peers' memory, "
+                                                  "s (memory)")
+        ettr.add_argument("--checkpoint-gb", help="with --modes: checkpoint size, GB; the "
+                                                  "snapshot, replication and memory restore "
+                                                  "not given follow from it")
         for p in (mttf, interval, ettr):
             p.add_argument("--failure-profile", metavar="NAME",
                            help=f"failure profile (default {BUILTIN_PROFILE})")
@@ -181,7 +202,11 @@ class Command(OneLineCommand):
             warmup_s=_number("--warmup-s", opts["warmup_s"], default=0.0))
         persist = _number("--persist-s", opts["persist_s"], default=0.0)
         days = _number("--days", opts["days"], default=54.0, strict=True, high=3660.0)
+        compare = _compare_options(opts, gpus, nodes, chosen, cost, persist)
         name, modes = load_modes(opts["failure_profile"])
+        if compare is not None:
+            return self._compare(compare, modes, name=name, gpus=gpus, nodes=nodes,
+                                 cost=cost, chosen=chosen, restart=restart, days=days)
         rows = []
         for rule in dict.fromkeys((chosen, *(ra.INTERVAL_RULES if cost > 0 else ()))):
             e = self._modes_call(ra.job_ettr, modes, gpus=gpus, nodes=nodes, cost_s=cost,
@@ -196,6 +221,33 @@ class Command(OneLineCommand):
                 "days": days, "interruptions": e.interruptions(days),
                 "ettr": rows[0]["ettr"], "interval_s": rows[0]["interval_s"], "rows": rows}
 
+    def _compare(self, c: dict, modes, *, name, gpus, nodes, cost, chosen, restart,
+                 days) -> dict:
+        rates = self._modes_call(ra.job_rates, modes, gpus=gpus, nodes=nodes)
+        comparisons = []
+        for basis in c["bases"]:
+            tau = chosen if basis == "equal" or isinstance(chosen, str) else "daly"
+            cmp = self._modes_call(mc.compare_modes, modes, gpus=gpus, nodes=nodes,
+                                   prices=c["prices"], loads=c["loads"], basis=basis,
+                                   interval_s=tau, restart=restart)
+            comparisons.append({
+                "basis": cmp.basis, "line": cmp.line, "rule": cmp.rule,
+                "interval_s": cmp.interval_s, "reference": cmp.reference,
+                "rows": [{"mode": r.mode, "label": ck.MODE_LABELS[r.mode],
+                          "interval_s": _finite(r.interval_s), "stall_s": r.stall_s,
+                          "lag_s": r.lag_s, "load_s": r.load_s, "ettr": r.ettr,
+                          "lost_per_failure_s": r.lost_per_failure_s,
+                          "waste_per_failure_s": r.waste_per_failure_s,
+                          "waste_ratio": _finite(cmp.waste_ratio(r.mode))}
+                         for r in cmp.rows]})
+        mttf_h = rates.mttf_h
+        return {"action": "ettr", "compare": True, "profile": name, "gpus": gpus,
+                "nodes": nodes, "checkpoint_s": cost, "mttf_h": _finite(mttf_h),
+                "unplanned_mttf_h": _finite(1.0 / rates.unplanned_per_h
+                                            if rates.unplanned_per_h else float("inf")),
+                "days": days, "interruptions": rates.interruptions(days),
+                "comparisons": comparisons}
+
     @staticmethod
     def _modes_call(func, modes, **kw):
         try:
@@ -209,6 +261,8 @@ class Command(OneLineCommand):
         def fmt(x, spec):
             return "inf" if x is None else format(x, spec)
 
+        if r.get("compare"):
+            return _compare_table(r)
         if r["action"] == "mttf":
             head = f"job MTTF by size, profile {r['profile']}, {r['gpus_per_node']} GPUs a node"
             cols = ("GPUs", "nodes", "MTTF h", "unplanned MTTF h", "interruptions/day")
@@ -231,10 +285,83 @@ class Command(OneLineCommand):
             cols = ("interval", "seconds", "ETTR")
             rows = [(x["rule"] + (" *" if x["chosen"] else ""), fmt(x["interval_s"], ",.1f"),
                      f"{x['ettr']:.4f}") for x in r["rows"]]
-        widths = [max(len(x) for x in col) for col in zip(cols, *rows, strict=True)]
-        lines = [head]
-        for row in (cols, tuple("-" * w for w in widths), *rows):
-            lines.append("  " + "  ".join(c.ljust(w) if j == 0 else c.rjust(w)
-                                          for j, (c, w) in enumerate(zip(row, widths,
-                                                                         strict=True))))
-        return "\n".join(lines)
+        return "\n".join([head, *_columns(cols, rows)])
+
+
+def _columns(cols, rows) -> list[str]:
+    widths = [max(len(x) for x in col) for col in zip(cols, *rows, strict=True)]
+    return ["  " + "  ".join(c.ljust(w) if j == 0 else c.rjust(w)
+                             for j, (c, w) in enumerate(zip(row, widths, strict=True)))
+            for row in (cols, tuple("-" * w for w in widths), *rows)]
+
+
+def _compare_table(r: dict) -> str:
+    mttf = "inf" if r["unplanned_mttf_h"] is None else f"{r['unplanned_mttf_h']:.2f}"
+    lines = [f"checkpoint modes compared: {r['gpus']:,} GPUs on {r['nodes']:,} nodes, profile "
+             f"{r['profile']}, unplanned MTTF {mttf} h; central-tier write "
+             f"{r['checkpoint_s']:g} s; waste per failure = compute lost + restore (Gemini's "
+             "measure: detection and relaunch left out)"]
+    for c in r["comparisons"]:
+        first = c["rows"][0]["label"]
+        cols = ("mode", "interval min", "stall s", "usable after s", "restore s", "ETTR",
+                "waste/failure min", f"{first} / mode")
+        rows = [(x["label"], "inf" if x["interval_s"] is None else f"{x['interval_s'] / 60:,.1f}",
+                 f"{x['stall_s']:,.2f}", f"{x['lag_s']:,.2f}", f"{x['load_s']:,.2f}",
+                 f"{x['ettr']:.4f}", f"{x['waste_per_failure_s'] / 60:,.2f}",
+                 "inf" if x["waste_ratio"] is None else f"{x['waste_ratio']:,.1f}x")
+                for x in c["rows"]]
+        lines += [c["line"], *_columns(cols, rows)]
+    return "\n".join(lines)
+
+
+COMPARE_ONLY = ("intervals", "snapshot_s", "replicate_s", "memory_load_s", "checkpoint_gb")
+
+
+def _compare_options(opts, gpus: int, nodes: int, chosen, cost: float,
+                     persist: float) -> dict | None:
+    """``--modes`` and what goes with it checked: the modes' prices and restores and the
+    bases to compare on; None without ``--modes``."""
+    if opts["modes"] is None:
+        given = [f"--{k.replace('_', '-')}" for k in COMPARE_ONLY if opts[k] is not None]
+        if given:
+            raise refuse(f"{given[0]} goes with --modes (a comparison of checkpoint modes)")
+        return None
+    names = [m.strip() for m in opts["modes"].split(",")]
+    modes = []
+    for m in names:
+        try:
+            mode = mc.checkpoint_mode(m)
+        except ValueError:
+            raise refuse(f"--modes: unknown checkpoint mode {m!r}; choose from disk (or "
+                         "sync), async, memory (or in-memory)") from None
+        if mode in modes:
+            raise refuse(f"--modes names {mode} twice")
+        modes.append(mode)
+    if opts["persist_s"] is not None:
+        raise refuse("--persist-s is for one asynchronous job; with --modes the async persist "
+                     "is --checkpoint-s (the central tier's write)")
+    raw = opts["intervals"] or "both"
+    if raw not in (*mc.INTERVAL_BASES, "both"):
+        raise refuse(f"--intervals must be equal, optimum or both, not {raw!r}")
+    bases = mc.INTERVAL_BASES if raw == "both" else (raw,)
+    if raw == "optimum" and not isinstance(chosen, str):
+        raise refuse("--intervals optimum takes each mode's interval from a rule: give "
+                     "--interval young, daly or daly-exact, not seconds")
+    gb = _number("--checkpoint-gb", opts["checkpoint_gb"], strict=True, high=1e9)
+    derived = {} if gb is None else {
+        "snapshot_s": ck.snapshot_seconds(gb, gpus),
+        "replicate_s": ck.replication_seconds(gb, nodes),
+        "memory_load_s": gb / nodes / ck.NODE_RDMA_GB_S}
+    times = {k: _number(f"--{k.replace('_', '-')}", opts[k], default=derived.get(k))
+             for k in ("snapshot_s", "replicate_s", "memory_load_s")}
+    need = {"async": ("snapshot_s",), "memory": ("snapshot_s", "replicate_s", "memory_load_s")}
+    for mode in modes:
+        lacking = [f"--{k.replace('_', '-')}" for k in need.get(mode, ()) if times[k] is None]
+        if lacking:
+            raise refuse(f"--modes {mode} needs {' and '.join(lacking)} (or --checkpoint-gb "
+                         "to derive them)")
+    load = _number("--load-s", opts["load_s"], default=0.0)
+    prices = {m: ck.mode_price(m, write_s=cost, snapshot_s=times["snapshot_s"] or 0.0,
+                               replicate_s=times["replicate_s"] or 0.0) for m in modes}
+    loads = {m: times["memory_load_s"] if m == "memory" else load for m in modes}
+    return {"prices": prices, "loads": loads, "bases": bases}

@@ -51,6 +51,8 @@ def verdict_lines(summary: dict) -> list[str]:
         out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if i == 0:
             out.append("  ".join("-" * w for w in widths))
+    if summary.get("checkpoint_intervals"):  # arms that differ in checkpoint mode say on what
+        out.append(f"checkpoint {summary['checkpoint_intervals']}")
     return out
 
 
