@@ -163,6 +163,25 @@ async def test_staff_change_the_speed_and_pause_through_the_engine_group(cookie)
     await comm.disconnect()
 
 
+async def test_while_the_server_stops_staff_speed_and_pause_are_refused_and_sent_nowhere(
+        cookie):
+    from twin.live import stopping
+    layer, channel = await engine_inbox()
+    comm, _, _ = await connect(cookie("staff"))
+    await comm.receive_json_from()
+    stopping.stopping_begin()
+    try:
+        for message in ({"type": "speed", "factor": 600}, {"type": "pause", "paused": True}):
+            await comm.send_json_to(message)
+            error = await comm.receive_json_from()
+            assert error["type"] == "error" and "stopping" in error["message"], error
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), 0.2)
+    finally:
+        stopping.stopping_end()
+    await comm.disconnect()
+
+
 @pytest.mark.parametrize("message", [
     {"type": "speed", "factor": "fast"}, {"type": "speed", "factor": 0},
     {"type": "speed", "factor": 1e6}, {"type": "speed", "factor": True},

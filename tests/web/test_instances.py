@@ -421,3 +421,35 @@ def test_a_process_whose_claim_was_taken_stops(tmp_path, claims):
     assert holder.proc.wait(60) == -signal.SIGTERM
     stderr = holder.proc.stderr.read()
     assert "lost the claim on Redis" in stderr and "elsewhere:1:0" in stderr
+
+
+@needs_redis
+def test_an_engine_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(claims):
+    """After ``kill -9`` the claim would last its expiry (here 600 s): a restart on the same
+    host finds its holder's process gone and takes the engine over; a holder on another host
+    (whose processes this one cannot see) still refuses."""
+    client, keys_of, _ = claims
+    import socket
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    _, _, engine_key = keys_of(name)
+    prefix = broadcast.channel_prefix(name, REDIS_URL)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+    def claim(holder: str = "") -> inst.Claim:
+        return inst.Claim(client=client, name=name, prefix=prefix, fingerprint="f" * 64,
+                          engine=True, expiry_s=600.0, holder=holder)
+
+    elsewhere = claim(f"{socket.gethostname()}-not:{gone}:dead")
+    assert elsewhere.take() is None
+    refused = claim().take()
+    assert refused and "already runs its live engine" in refused
+    client.delete(engine_key)
+    client.delete(*inst.claim_keys(prefix))
+    dead = claim(f"{socket.gethostname()}:{gone}:dead")
+    assert dead.take() is None
+    restart = claim()
+    assert restart.take() is not None  # a heartbeat never takes over: only a start does
+    assert restart.take(takeover=True) is None  # at once, not in 600 s
+    assert client.get(engine_key).decode() == restart.holder
+    assert client.zscore(inst.claim_keys(prefix)[1], dead.holder) is None

@@ -162,8 +162,7 @@ class Claim:
         self._claim = self.client.register_script(_CLAIM)
         self._release = self.client.register_script(_RELEASE)
 
-    def take(self) -> str | None:
-        """Claim or refresh; ``None`` when held, else why not (one line)."""
+    def _try(self) -> tuple[str, str] | None:
         refused = self._claim(keys=claim_keys(self.prefix), args=[
             self.fingerprint, self.holder, max(1, round(self.expiry_s * 1000)),
             "1" if self.engine else "0"])
@@ -171,9 +170,28 @@ class Claim:
             return None
         why, other = (part.decode() if isinstance(part, bytes) else str(part)
                       for part in refused)
+        return why, other
+
+    def take(self, *, takeover: bool = False) -> str | None:
+        """Claim or refresh; ``None`` when held, else why not (one line).
+
+        With ``takeover`` (a process starting, never its heartbeat), an engine claim held by
+        a process of this host that is gone (``kill -9``: it never released) is taken over at
+        once rather than after its expiry: a restart after a crash gets its engine back in
+        seconds.
+        """
+        refused = self._try()
+        if takeover and refused and refused[0] == "engine" and holder_dead_here(refused[1]):
+            logger.warning("instance %r: taking over the engine claim of %s, a process of this "
+                           "host that is gone", self.name, refused[1])
+            self._release(keys=claim_keys(self.prefix), args=[refused[1]])
+            refused = self._try()
+        if not refused:
+            return None
+        why, other = refused
         if why == "engine":
             return (f"instance {self.name!r} already runs its live engine in process {other} "
-                    f"(its claim on Redis lasts {self.expiry_s:g} s after that process dies): "
+                    f"(were it dead on another host, its claim would last {self.expiry_s:g} s): "
                     "stop it first, or give this deployment a CLUSTERTWIN_INSTANCE of its own")
         return (f"instance name {self.name!r} is taken on this Redis by another deployment "
                 f"(process {other}: another database or SECRET_KEY): give each deployment a "
@@ -181,6 +199,23 @@ class Claim:
 
     def release(self) -> None:
         self._release(keys=claim_keys(self.prefix), args=[self.holder])
+
+
+def holder_dead_here(holder: str) -> bool:
+    """Whether ``holder`` (``host:pid:token``) names a process of this host that no longer
+    runs. Another host's holder, a live (or reused) pid, or a name not of that form: False,
+    and the claim lasts until it expires."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
 
 
 def owner_fingerprint(identity: str) -> str:
@@ -212,7 +247,7 @@ def claim_or_exit(*, engine: bool) -> Claim | None:
                   fingerprint=owner_fingerprint(database_identity(settings.DATABASES["default"])),
                   engine=engine, expiry_s=app_setting("INSTANCE_CLAIM_S"))
     try:
-        refused = claim.take()
+        refused = claim.take(takeover=True)
     except redis.RedisError as exc:
         where = urlsplit(url)
         raise CommandError(f"cannot claim instance {name!r} on Redis at {where.hostname}:"

@@ -11,34 +11,17 @@ launches, admin edits) is answered by :class:`RefuseWhileStopping` with ``503``,
 
 from __future__ import annotations
 
-import threading
-
 from django.http import JsonResponse
 
 from twin.api.bodies import json_error
-
-RETRY_AFTER_S = 15
-"""What ``Retry-After`` says, seconds: a restart's time to a live frame at noc-4k, the
-bound docs/operations.md holds it to."""
+from twin.live.stopping import (  # noqa: F401 (the flag lives with the engine's lifecycle)
+    RETRY_AFTER_S,
+    stopping,
+    stopping_begin,
+    stopping_end,
+)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-
-_stopping = threading.Event()
-
-
-def stopping_begin() -> None:
-    """This process is stopping: from now on, commands are refused."""
-    _stopping.set()
-
-
-def stopping() -> bool:
-    """Whether this process is stopping."""
-    return _stopping.is_set()
-
-
-def stopping_end() -> None:
-    """Accept commands again (an in-process test that stopped a server)."""
-    _stopping.clear()
 
 
 def stopping_on_shutdown() -> None:

@@ -47,7 +47,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from scheduler.limits import documents
 from twin import app_setting
-from twin.live import broadcast, selectors
+from twin.live import broadcast, selectors, stopping
 from twin.live.embedded import driver_ensure_started
 from twin.sockets.fanout import FrameFanout, frame_fanout
 from twin.sockets.flow import (
@@ -322,6 +322,9 @@ class TwinConsumer(AsyncWebsocketConsumer):
             if kind == "resync":
                 await self._send_snapshot()
             elif kind in ("speed", "pause"):
+                if stopping.stopping():  # as the HTTP commands are (503): it could be lost
+                    raise ValidationError("the twin is stopping; nothing was changed, try "
+                                          f"again in {stopping.RETRY_AFTER_S} s")
                 values = await database_sync_to_async(steer)(
                     session_key=self.session_key, rights=self.rights, kind=kind,
                     value=message.get("factor" if kind == "speed" else "paused"))
