@@ -38,11 +38,12 @@ lint: venv
 
 # Three workers on this 2-core machine (the real Slurm, Dask, Prometheus and browser modules
 # spend much of their time waiting on other processes; PYTEST_WORKERS=auto on a bigger
-# machine), whole files per
-# worker so each module's servers (daphne, Slurm, Prometheus, Dask) start once.
+# machine); whole files per worker, so each module's servers (daphne, Slurm, Prometheus,
+# Dask) start once; the longest modules first (tests/conftest.py LONG_POLES), so that none of
+# them is the last to run.
 PYTEST_WORKERS ?= 3
 test: lint
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	@if [ -n "$$CLUSTERTWIN_TEST_DATABASE_URL" ]; then \
 	  echo "PostgreSQL module against $$CLUSTERTWIN_TEST_DATABASE_URL"; \
 	  DATABASE_URL="$$CLUSTERTWIN_TEST_DATABASE_URL" $(BIN)/python -m pytest -q tests/web/test_postgres.py; \
