@@ -214,6 +214,9 @@ def read_sacct_json(path: str | os.PathLike, *, reference_model: str = "H100-SXM
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path.name}: not JSON ({exc.msg} at line {exc.lineno} column "
                          f"{exc.colno}); a Slurm export is sacct --json's output") from None
+    except ValueError as exc:  # an integer of over 4,300 digits (CPython's conversion limit)
+        raise TraceError(f"{path.name}: a number Slurm never writes ({exc}); a Slurm export is "
+                         "sacct --json's output") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise TraceError(f"{path.name}: not a sacct --json export: no 'jobs' list at the top")
     meta: dict = {"file": path.name, "reference_model": model.name}

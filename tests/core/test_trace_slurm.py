@@ -257,6 +257,7 @@ def test_every_bad_sacct_record_is_one_line_naming_the_file_and_record(tmp_path,
     ('{"jobs": [', "sacct.json: not JSON (Expecting value at line 1 column 11)"),
     ('{"job": []}', "sacct.json: not a sacct --json export: no 'jobs' list at the top"),
     ('[1, 2]', "sacct.json: not a sacct --json export"),
+    ('{"jobs": [{"job_id": %s}]}' % ("9" * 5000), "sacct.json: a number Slurm never writes"),
 ])
 def test_a_file_that_is_no_export_is_one_line(tmp_path, text, message):
     with pytest.raises(TraceError) as err:
