@@ -12,9 +12,8 @@ CPU seconds of every server process and of the clients are reported apart, for t
 phase and the measured window, with the load average before and after.
 
 Targets: every client connected, handshake p99 < 5 s, p99 delivery latency < 1 s, no frame
-lost or dropped, frames < 100 kB, pace within 5 % of the speed-up.
-Run: .venv/bin/python -m bench.websocket [--clients 500] [--preset hyperscale-100k]
-     [--workers 1|2] [--seconds 30] [--speed 60] [--runs 1]
+lost or dropped, frames < 100 kB, pace within 5 % of the speed-up. Run: .venv/bin/python -m
+bench.websocket [--clients 500] [--preset P] [--workers 1|2] [--seconds 30] [--speed 60] [--runs 1]
 
 ``--storm``: against one daphne (engine embedded), ``--connects`` clients connect at the same
 instant and each waits for its snapshot (lost: no handshake, or no snapshot, within 30 s; daphne
@@ -22,8 +21,8 @@ itself drops a handshake after 5 s); then ``--flood-clients`` clients that never
 ``resync`` for ``--flood-seconds``, half as fast as they can (closed with 4429), half at 4/s,
 under the rate limit (closed with 4408 once their queued snapshots pass the limit). Reported:
 lost connects, handshake times, the server's close codes (from its log) and its memory (RSS)
-while flooded against before. Targets: no lost connect, RSS within 50 MB of the baseline.
-Run: .venv/bin/python -m bench.websocket --storm [--connects 1000] [--flood-clients 10]
+while flooded against before. Targets: no lost connect, RSS within 50 MB of the baseline. Run:
+.venv/bin/python -m bench.websocket --storm [--connects 1000] [--flood-clients 10]
 """
 
 from __future__ import annotations
@@ -41,6 +40,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from bench.live_server import (
     database_prepare,
@@ -161,8 +162,8 @@ def _own_cpu_s() -> float:
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -357,10 +358,7 @@ def _flood_process(port: int, cookie: str, rates: list[float], end: float, resul
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 def _rss_while(pid: int, until: float, every_s: float = 0.2) -> list[float]:
