@@ -167,8 +167,7 @@ def _cpu_s(pid: int) -> float:
 
 
 def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+    return (v := sorted(values))[min(len(v) - 1, int(q * len(v)))] if values else float("nan")
 
 
 def run(args) -> dict:
