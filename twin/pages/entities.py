@@ -41,7 +41,7 @@ EVENTS_SHOWN = 100
 NOT_REPORTED = "not reported by the live engine"
 
 
-def _live() -> tuple[LiveState | None, LivePlacement | None, StoredFrame | None]:
+def live_now() -> tuple[LiveState | None, LivePlacement | None, StoredFrame | None]:
     """The live state, its placement and its frame (each ``None`` when there is none)."""
     live = live_selectors.live_state_get()
     if live is None:
@@ -63,7 +63,7 @@ def _search(request) -> tuple[str, list[search.Group] | None, str]:
         q = search.query_clean(raw)
     except search.SearchError as exc:
         return raw[:search.QUERY_MAX], None, str(exc)
-    _, placement, frame = _live()
+    _, placement, frame = live_now()
     return q, search.search(cluster=live_selectors.cluster_current(), placement=placement,
                             frame=frame, q=q), ""
 
@@ -123,7 +123,7 @@ def job_page(request, name: str):
     if job is None:
         raise Http404(f"no job {name!r} in the live twin (now or in its event log)")
     cluster = live_selectors.cluster_current()
-    _, _, frame = _live()
+    _, _, frame = live_now()
     return render(request, "twin/job.html", {
         "name": name, **job, **_job_nodes(cluster, job["placed"]),
         "timeline_rows": event_rows.named(job["timeline"]["events"], names=Names(cluster),
@@ -142,7 +142,7 @@ def node_page(request, index: int):
     detail = inventory_selectors.node_detail_get(cluster=cluster, index=index)
     if detail is None:
         raise Http404(f"node {index} does not exist in cluster {cluster.name}")
-    _, placement, frame = _live()
+    _, placement, frame = live_now()
     node = detail["node"]
     now, telemetry_missing, holders_reported = node_gpu_rows(
         placement=placement, frame=frame, cluster=cluster.name, node=index,
@@ -175,7 +175,7 @@ def switch_page(request, index: int):
     detail = inventory_selectors.switch_detail_get(cluster=cluster, index=index)
     if detail is None:
         raise Http404(f"switch {index} does not exist in cluster {cluster.name}")
-    _, placement, frame = _live()
+    _, placement, frame = live_now()
     live = live_selectors.switch_live_get(placement=placement, index=index,
                                           links=detail["links"])
     names = Names(cluster)

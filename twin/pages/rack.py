@@ -17,8 +17,7 @@ from scheduler.placement_schema import LivePlacement
 from twin.inventory import floor
 from twin.inventory.adapter import EngineIds
 from twin.inventory.names import Names
-from twin.live import selectors as live_selectors
-from twin.pages.entities import cluster_or_404
+from twin.pages.entities import cluster_or_404, live_now
 from twin.pages.entity_charts import entity_charts
 from twin.pages.entity_incidents import Involves, entity_incidents
 from twin.pages.entity_state import incident_of, state_history, state_line
@@ -55,9 +54,7 @@ def rack_page(request, index: int):
     rack = floor.rack_detail(cluster=cluster, index=index)
     if rack is None:
         raise Http404(f"rack {index} does not exist in cluster {cluster.name}")
-    live = live_selectors.live_state_get()
-    placement = live.placement if live is not None else None
-    frame = live.frame if live is not None else None
+    _, placement, frame = live_now()
     ids = EngineIds(cluster)
     jobs: dict[str, int] = {}
     for node in rack["nodes"]:
