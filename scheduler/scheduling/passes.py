@@ -28,6 +28,7 @@ from scheduler.scheduling.preemption import (
     choose_victims,
     evict,
     may_evict,
+    tried_sets,
 )
 from scheduler.scheduling.queue_index import WAIT
 from scheduler.scheduling.reservation import (
@@ -256,8 +257,10 @@ class Scheduler:
             moved = jobs.moved_since(mark)
             if moved is None or any(may_evict(head, within, r, self.ranking) for r in moved):
                 return False
-        first = jobs.index.first(self.policy.order, jobs.tenants, jobs.runs)
-        if first is not head:
+            known = self.no_victims.get(head.idx)
+            if known and known[4:] != (tried_sets(self, head, blocked_request(self, head)),):
+                return False  # other victim sets would be tried now
+        if jobs.index.first(self.policy.order, jobs.tenants, jobs.runs) is not head:
             return False
         self._stopped = (head, grown, within, until, jobs.moved_mark())
         return True
@@ -453,17 +456,17 @@ class SchedulingPass:
         """Wall time ``run`` would take from now (:func:`~.reservation.estimate_s`), s."""
         return estimate_s(self.s, run)
 
-    def _still_no_victims(self, run: JobRun, within: bool, grown: int, known: tuple) -> bool:
+    def _still_no_victims(self, run, within: bool, grown: int, known: tuple, request) -> bool:
         """Whether a failed preemption attempt for ``run`` would fail again: no capacity grew,
-        its quota standing is the same, no excluded victim came of age, and no gang it may
-        evict started or changed since."""
-        was_grown, was_within, of_age, mark = known
-        if was_grown != grown or was_within != within or self.s.ctx.now >= of_age:
+        its quota standing is the same, no excluded victim came of age, no gang it may evict
+        started or changed since, and the same victim sets would be tried."""
+        was_grown, was_within, of_age, mark, *tried = known  # no sets: an older snapshot's
+        moved = None if self.s.ctx.now >= of_age else self.jobs.moved_since(mark)
+        if was_grown != grown or was_within != within or moved is None \
+                or any(may_evict(run, within, r, self.s.ranking) for r in moved) \
+                or tried != [tried_sets(self.s, run, request)]:  # the victim sets moved
             return False
-        moved = self.jobs.moved_since(mark)
-        if moved is None or any(may_evict(run, within, r, self.s.ranking) for r in moved):
-            return False
-        self.s.no_victims[run.idx] = (grown, within, of_age, self.jobs.moved_mark())
+        self.s.no_victims[run.idx] = (grown, within, of_age, self.jobs.moved_mark(), *tried)
         return True
 
     def _preempt_for(self, run: JobRun, fits_in_total: bool):
@@ -483,12 +486,12 @@ class SchedulingPass:
         within = jobs.tenants.within_quota(run)
         grown = sch.grown(run.models)
         known = sch.no_victims.get(run.idx)
-        if known is not None and self._still_no_victims(run, within, grown, known):
+        if known is not None and self._still_no_victims(run, within, grown, known, request):
             return None
         mark = jobs.moved_mark()
-        victims, of_age = choose_victims(sch, run, request)
+        victims, of_age, tried = choose_victims(sch, run, request)
         if not victims:
-            sch.no_victims[run.idx] = (grown, within, of_age, mark)
+            sch.no_victims[run.idx] = (grown, within, of_age, mark, tried)
             return None
         sch.no_victims.pop(run.idx, None)
         evict(sch, run, victims)

@@ -289,19 +289,31 @@ def trial_place(scheduler, request: Request, victims: list[JobRun]):
         return scheduler.placer.place(request)
 
 
+def tried_sets(scheduler, run: JobRun, request: Request, sets=None) -> tuple:
+    """The victim sets an attempt for ``run`` trial-places (the first :data:`MAX_TRIALS` of
+    :func:`candidate_sets`, or of ``sets``), as ids.  Which sets these are follows the work
+    each candidate would lose, which moves with time (it grows while a gang computes and drops
+    when its checkpoint becomes usable): a failed attempt holds only while they are the same."""
+    if sets is None:
+        sets, _ = candidate_sets(scheduler, run, request.affinity)
+    return tuple(tuple(v.idx for v in victims) for victims in sets[:MAX_TRIALS])
+
+
 def choose_victims(scheduler, run: JobRun, request: Request | None = None,
-                   ) -> tuple[list[JobRun], float]:
+                   ) -> tuple[list[JobRun], float, tuple]:
     """The cheapest victim set after whose eviction ``run`` can be placed as ``request`` asks
     (default: :meth:`Scheduler.request`; its affinity is the one victims are sought for), else
-    ``[]``; and the time until which an empty answer holds if no capacity and no running gang
-    changes."""
+    ``[]``; the time until which an empty answer holds if no capacity and no running gang
+    changes; and the sets it tried (:func:`tried_sets`): the answer holds only while the same
+    sets would be tried."""
     request = scheduler.request(run) if request is None else request
     sets, of_age = candidate_sets(scheduler, run, request.affinity)
+    tried = tried_sets(scheduler, run, request, sets)
     for victims in sets[:MAX_TRIALS]:
         scheduler.counters["trial_placements"] += 1
         if trial_place(scheduler, request, victims) is not None:
-            return victims, of_age
-    return [], of_age
+            return victims, of_age, tried
+    return [], of_age, tried
 
 
 WAVE_NAMED = 8

@@ -159,3 +159,28 @@ def test_remembering_failures_changes_no_outcome(monkeypatch, kw):
     forgetting = run_scenario_engine(**kw)
     assert forgetting.counters["known_not_to_fit"] == 0
     assert history(remembering) == history(forgetting)
+
+
+def test_a_failed_preemption_is_tried_again_once_the_work_lost_reorders_its_victims():
+    # Two 8-GPU nodes: node 0 holds C (7 GPUs) and A (1), node 1 holds D (5) and B (2) and one
+    # GPU free; C and D (priority 10) are out of P's reach.  P (priority 5, 2 GPUs) arrives at
+    # 0.9 h, when A has computed 3,180 s and B 3,238 s since their starts (no checkpoint yet):
+    # A is the cheaper victim and the only set tried, [A] (with the free GPU that makes 2), but
+    # it frees a GPU beside none: the attempt fails and is remembered.  B's hourly checkpoint
+    # at 1 h drops its loss to what it computed since (0.2 h at Q's arrival, 1.2 h), A's is
+    # 4,260 s: [B] is tried now and frees 3 GPUs on node 1.  No capacity grew and no gang moved
+    # in between, so only the changed victim sets tell that the remembered failure is stale.
+    jobs = [at(0, job(gpus=7, hours=10, priority=10, name="C")),
+            at(1, job(gpus=5, hours=10, priority=10, name="D")),
+            at(60, job(gpus=1, hours=10, name="A", checkpoint_interval_s=4 * HOUR)),
+            at(2, job(gpus=2, hours=10, name="B", checkpoint_interval_s=HOUR)),
+            at(0.9 * HOUR, job(gpus=2, hours=1, priority=5, name="P")),
+            at(1.2 * HOUR, job(gpus=16, hours=1, name="Q"))]  # its arrival runs a pass
+    e = run_engine(small_plan(2), workload(*jobs), failures=False, until_h=1.19)
+    g = by_name(e)
+    assert [nodes(g[n]) for n in "CADB"] == [[0], [0], [1], [1]]
+    assert g["P"].state == QUEUED and preempted(e) == {}
+    e.run_until(1.21 * HOUR)
+    assert preempted(e) == {"B": 1}
+    assert g["P"].state == RUNNING and nodes(g["P"]) == [1]
+    assert g["P"].first_start == pytest.approx(1.2 * HOUR)

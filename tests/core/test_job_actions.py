@@ -236,8 +236,11 @@ def test_each_action_logs_its_kind_job_and_who_and_returns_the_jobs_new_state():
     e.command("job_release", job="j1", by="")
     assert e.events[-1]["kind"] == "hold" and e.events[-1]["text"] == "j1 released by an operator"
     out = e.command("job_priority", job="j1", priority=50, by="carol")
-    assert out["priority"] == 50 and e.events[-1]["kind"] == "priority"
-    assert e.events[-1]["text"] == "j1 priority 7 -> 50 by carol"
+    # at 50, j1 outranks the running j0 (9) and evicts it at once: the failed preemption
+    # remembered before the change no longer hides it (its victim sets are rechecked)
+    evs = list(e.events)
+    assert out["priority"] == 50 and [ev["kind"] for ev in evs[-2:]] == ["priority", "preempt"]
+    assert evs[-2]["text"] == "j1 priority 7 -> 50 by carol"
     out = e.command("job_cancel", job="j2", by="dan")
     assert out["state"] == "cancelled" and e.events[-1]["kind"] == "cancel"
     assert e.events[-1]["job"] == "j2" and e.events[-1]["text"].endswith("by dan")

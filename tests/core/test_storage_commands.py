@@ -3,6 +3,8 @@ input reads follow until the status changes again (no duration)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from scheduler.hardware.cluster import StorageSpec
@@ -26,16 +28,34 @@ def engine(*, gpus=16, central=PFS, cache_read_gb_s=None, tokens=1e12, until_h=0
 
 
 def test_a_degraded_central_tier_makes_running_checkpoints_slower_until_it_is_up():
+    """Degraded and up again in the same instant, 1,800 s in: the gang writes at the healthy
+    cost again, and nothing else is left of the slowdown.
+
+    By hand (hourly checkpoints of 9.8 s, 51,822 s of compute from 0 s: 14 checkpoints, end
+    51,959.6 s): each re-cost keeps the 1,800 s computed and opens a segment whose checkpoint
+    cycle counts from the re-cost, as every re-cost does (``JobLifecycle.recost_all``).  The
+    50,022 s left then end 0.9 interval into their 14th hour, so 13 checkpoints of 9.8 s:
+    1,800 + 50,022 + 127.4 = 51,949.8 s, one checkpoint (9.8 s) before the healthy end.
+    Degraded (39.2 s each) the same 13 cost 509.6 s: end 52,332.0 s.
+    """
     e = engine()
     run = e.runs[0]
-    write_s, end = run.write_s, run.expected_end
+    write_s, end, need = run.write_s, run.expected_end, run.need_s()
+    assert e.now == 1800.0 and run.interval_s == 3600.0
+    assert end == pytest.approx(need + (math.ceil(need / 3600.0) - 1) * write_s)
     out = e.command("storage_degraded", tier="central", factor=0.25)
     assert out["jobs"] == ["llm"] and out["bandwidth_left"] == 0.25
     assert run.write_s == pytest.approx(4 * write_s)
+    left = need - 1800.0  # kept by the re-cost
+    assert run.need_s() == pytest.approx(left)
+    checkpoints = math.ceil(left / 3600.0) - 1
+    assert run.expected_end == pytest.approx(1800.0 + left + checkpoints * 4 * write_s)
     assert run.expected_end > end
     e.command("storage_up", tier="central")
     assert run.write_s == pytest.approx(write_s)
-    assert run.expected_end == pytest.approx(end)
+    assert run.need_s() == pytest.approx(left)
+    assert run.expected_end == pytest.approx(1800.0 + left + checkpoints * write_s)
+    assert abs(run.expected_end - end) <= write_s + 1e-6  # the cycle's phase, at most one
 
 
 def test_a_central_tier_marked_down_makes_checkpoints_crawl():
