@@ -11,7 +11,7 @@ an explicit ``state()``/``from_state()`` per component is the next step (``BODY`
 encoding so that step is a new format version, not a silent change).  What makes the pickle
 a *format* here: every change to the layout of a pickled class (a field added, renamed or moved
 to another module) bumps :data:`FORMAT` and adds one upgrade function to :data:`UPGRADES`;
-``tests/fixtures/snapshots/layout-v4.json`` records the layout and a test fails when it drifts.
+``tests/fixtures/snapshots/layout-v5.json`` records the layout and a test fails when it drifts.
 
 Format 1 is the bare zlib pickle written by releases before this module (no header): its
 upgrade reads it with the modules of that time mapped to today's (:data:`V1_MODULES`) and fills
@@ -26,7 +26,7 @@ pickle, so loading one runs whatever it names (never load bytes from elsewhere).
 >>> data = dumps(engine)
 >>> header = read_header(data)
 >>> header.format, header.gpus, header.t_sim
-(4, 64, 0.0)
+(5, 64, 0.0)
 >>> loads(data).now
 0.0
 """
@@ -53,7 +53,7 @@ from scheduler.reliability.incidents import IncidentBook
 from scheduler.scheduling.running_index import EndIndex, MoveLog
 
 MAGIC = b"CTWINSNP"
-FORMAT = 4
+FORMAT = 5
 """The format :func:`dumps` writes."""
 BODY = "engine-pickle+zlib"
 """How the body of :data:`FORMAT` is encoded."""
@@ -339,6 +339,35 @@ def upgrade_v3_to_v4(header: Header, body: bytes) -> tuple[Header, bytes]:
         pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
 
 
+def upgrade_v4_to_v5(header: Header, body: bytes) -> tuple[Header, bytes]:
+    """A format-4 engine (release 32f2488, the last before issue 29) as format 5 (issue 29:
+    step breakdowns book the stragglers' share, ``StepBreakdown.straggler_s``; a failed
+    preemption attempt is remembered with the victim sets it tried).
+
+    The only objects of that class an engine holds are the physics' memo of priced steps
+    (``Physics._steps``): what the writing release's step model gave, without the stragglers
+    and at its kernel efficiencies.  The memo is emptied, so every step priced from now on is
+    this release's, as in a fresh engine (the physics empties it itself past 50,000 entries;
+    a format-4 snapshot of a later release, whose entries already had the field, loses only
+    their reuse).  Gangs keep the segments they run in: the next refresh re-rates those whose
+    split moved past the physics' tolerance, as after any change of the fabric.  The figures
+    that release recorded for the time after the snapshot are therefore not this release's.
+
+    The failed preemption attempts the scheduler remembered (``Scheduler.no_victims``) are
+    forgotten: a format-4 memo does not say which victim sets it tried, and those move with the
+    work each candidate would lose.  A gang's next attempt is made afresh, as when a gang it
+    may evict changed (on the fixtures of formats 1-4: the same decisions and counters).
+    """
+    engine = _unpickle(body)
+    if not isinstance(engine, Engine):
+        raise SnapshotError(f"corrupt snapshot: the body holds a {type(engine).__name__}")
+    if engine.physics is not None:
+        engine.physics._steps.clear()
+    engine.scheduler.no_victims.clear()
+    return replace_format(header, 5), zlib.compress(
+        pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+
+
 def replace_format(header: Header, version: int) -> Header:
     """``header`` as written by format ``version`` (its other fields are the engine's)."""
     return dataclasses.replace(header, format=version)
@@ -348,6 +377,7 @@ UPGRADES: dict[int, Callable[[Header, bytes], tuple[Header, bytes]]] = {
     1: upgrade_v1_to_v2,
     2: upgrade_v2_to_v3,
     3: upgrade_v3_to_v4,
+    4: upgrade_v4_to_v5,
 }
 """``{n: upgrade}``: each turns a format-``n`` snapshot into format ``n + 1`` (applied in
 sequence by :func:`loads`)."""

@@ -17,6 +17,8 @@ import pytest
 
 from scheduler import snapshot
 from scheduler.engine import Engine
+from scheduler.physics.job_speed import VIRTUAL_STAGES
+from scheduler.physics.step_time import step_breakdown
 from scheduler.report import WALL_CLOCK_FIELDS, build_report
 from scheduler.simulate import Scenario
 from scheduler.snapshot import FORMAT, UPGRADES, SnapshotError, dumps, loads, read_header
@@ -26,6 +28,11 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 V1 = FIXTURES / "v1-dev-small.bin"
 V1_STATE = json.loads((FIXTURES / "v1-dev-small.json").read_text())
 LAYOUT = FIXTURES / f"layout-v{FORMAT}.json"
+RUNS_ON = json.loads((FIXTURES / "runs-on.json").read_text())
+SPEED = ("gpu_hours", "achieved_flops")
+"""The figures the speed model prices: since issue 29 (format 5: stragglers, recalibrated kernel
+efficiencies) no longer what the releases of the fixtures recorded for the hours after their
+snapshot, but what this release gives (``runs-on.json``, ``record_runs_on.py``)."""
 
 
 def report(e: Engine) -> dict:
@@ -54,6 +61,40 @@ def recorded(key: str) -> dict:
     rec["counters"] = {k: v for k, v in rec["counters"].items() if k != "scheduler_wall_s"}
     return {k: rec[k] for k in ("now", "running", "queue", "runs", "counters", "failures",
                                 "gpu_hours", "achieved_flops")}
+
+
+def priced_by_this_release(e: Engine) -> bool:
+    """Every step the physics holds priced is what this release's step model gives for it (none
+    priced by the model of the release that wrote the snapshot survives), and it priced some."""
+    ph = e.physics
+    for (idx, model, nodes, share), bd in ph._steps.items():
+        m = ph.plan.models[model]
+        if bd != step_breakdown(e.runs[idx].spec, m, gpus_per_node=int(m.per_node), nodes=nodes,
+                                scaleout_share=max(0.01, share), overlap=ph.overlap,
+                                virtual_stages=VIRTUAL_STAGES):
+            return False
+    return bool(ph._steps)
+
+
+def runs_on(e: Engine, fixture: str, then: dict) -> int:
+    """Six more hours of ``e``, loaded from ``fixture``, against ``then``, what the fixture's
+    release recorded for them: the same starts, ends, failures and counters, books over the
+    same GPU-hours in all; how those hours split and the FLOPs achieved as this release's speed
+    model priced them from the snapshot on (:data:`SPEED`).  Returns how many more scheduling
+    passes this engine made (the caller says how many it may)."""
+    e.run_until(e.now + 6 * HOUR)
+    now = state(e)
+    assert sum(e.horizon_ledger().gpu_hours().values()) == pytest.approx(
+        sum(then["gpu_hours"].values()), rel=1e-12)
+    assert priced_by_this_release(e)
+    here = RUNS_ON[fixture]["after_6h"]
+    assert {k: now.pop(k) for k in SPEED} == {k: here[k] for k in SPEED}, (
+        f"{fixture} runs on with other figures than this release recorded (runs-on.json): if "
+        f"the speed model changed on purpose, rerun tests/fixtures/snapshots/record_runs_on.py")
+    then = {k: v for k, v in then.items() if k not in SPEED}
+    passes = now["counters"].pop("passes") - then["counters"].pop("passes")
+    assert now == then
+    return passes
 
 
 def live_engine(gpus: int = 64) -> Engine:
@@ -86,15 +127,15 @@ def test_the_old_releases_snapshot_loads_with_the_state_it_was_taken_with():
 
 
 def test_the_old_releases_snapshot_runs_on_as_the_old_release_ran_it():
-    """The same starts, ends, failures and books as the old release; one more scheduling
-    pass: since issue 25 a gang preempted in an instant may preempt in turn only 30 s later,
-    and the pass woken then starts nothing here."""
+    """The same starts, ends, failures and counters as the old release, its GPU-hours priced
+    by this release's speed model (:func:`runs_on`); one more scheduling pass: since issue 25
+    a gang preempted in an instant may preempt in turn only 30 s later, and the pass woken then
+    starts nothing here."""
     e = loads(V1.read_bytes())
+    assert e.physics._steps == {}  # no step priced by the old model is reused
+    assert e.scheduler.no_victims == {}  # nor a failed attempt that lacks the sets it tried
     state(e)  # booked at the same instant as the old engine was
-    e.run_until(e.now + 6 * HOUR)
-    now, then = state(e), recorded("after_6h")
-    assert now["counters"].pop("passes") == then["counters"].pop("passes") + 1
-    assert now == then
+    assert runs_on(e, V1.stem, recorded("after_6h")) == 1
 
 
 def _v2_upgraded(e) -> bool:
@@ -112,29 +153,56 @@ def _v3_upgraded(e) -> bool:
             and (e.jobs.index.estimator is not None) == bool(e.scheduler.policy.backfill))
 
 
-@pytest.mark.parametrize("fmt, upgraded", [(2, _v2_upgraded), (3, _v3_upgraded)],
-                         ids=["format-2-by-f1f57e4", "format-3-by-f44fa85"])
+def _v4_upgraded(e) -> bool:
+    """Format 4 held steps priced without the stragglers (none kept, as for every format:
+    :func:`test_a_format_4_snapshots_steps_of_the_old_speed_model_are_dropped`)."""
+    return e.lineage == "fixture:4"
+
+
+@pytest.mark.parametrize("fmt, upgraded", [(2, _v2_upgraded), (3, _v3_upgraded),
+                                           (4, _v4_upgraded)],
+                         ids=["format-2-by-f1f57e4", "format-3-by-f44fa85",
+                              "format-4-by-32f2488"])
 def test_an_older_formats_snapshot_loads_and_runs_on_as_its_release_ran_it(fmt, upgraded):
     """Written by the release named in the id (``make_fixture.py``): upgraded on load
-    with the fields that format lacked filled in, the state at the snapshot as recorded, then
-    six more hours as that release ran them (one more pass at most, as above), and written
+    with the fields that format lacked filled in and no step of the old speed model kept, the
+    state at the snapshot as recorded, then six more hours as that release ran them, priced by
+    this release's speed model (:func:`runs_on`; one more pass at most, as above), and written
     back in the current format."""
-    blob = (FIXTURES / f"v{fmt}-dev-small.bin").read_bytes()
+    path = FIXTURES / f"v{fmt}-dev-small.bin"
+    blob = path.read_bytes()
     recorded = json.loads((FIXTURES / f"v{fmt}-dev-small.json").read_text())
     assert read_header(blob).format == fmt
     e = loads(blob)
-    assert upgraded(e)
+    assert upgraded(e) and e.physics._steps == {} and e.scheduler.no_victims == {}
     rec = {k: dict(recorded[k]) for k in ("at_snapshot", "after_6h")}
     for r in rec.values():
         r["counters"] = {k: v for k, v in r["counters"].items() if k != "scheduler_wall_s"}
     keys = ("now", "running", "queue", "runs", "counters", "failures", "gpu_hours",
             "achieved_flops")
     assert state(e) == {k: rec["at_snapshot"][k] for k in keys}
-    e.run_until(e.now + 6 * HOUR)
-    now, then = state(e), {k: rec["after_6h"][k] for k in keys}
-    passes = now["counters"].pop("passes") - then["counters"].pop("passes")
-    assert passes in (0, 1) and now == then
+    assert runs_on(e, path.stem, {k: rec["after_6h"][k] for k in keys}) in (0, 1)
     assert read_header(dumps(e)).format == FORMAT and loads(dumps(e)).now == e.now
+
+
+def test_a_format_4_snapshots_steps_of_the_old_speed_model_are_dropped():
+    """32f2488 memoised its priced steps, without the stragglers of issue 29, and its failed
+    preemption attempts without the victim sets tried: the upgrade empties both memos (and
+    passes an engine without physics as it is)."""
+    from scheduler.snapshot import _split, _unpickle, header_of, replace_format, upgrade_v4_to_v5
+    header, body = _split((FIXTURES / "v4-dev-small.bin").read_bytes())
+    old = _unpickle(body)
+    steps = old.physics._steps
+    assert steps and not any("straggler_s" in vars(bd) for bd in steps.values())
+    assert [len(memo) for memo in old.scheduler.no_victims.values()] == [4]
+    header, body = upgrade_v4_to_v5(header, body)
+    new = _unpickle(body)
+    assert header.format == 5 and new.physics._steps == {} and new.scheduler.no_victims == {}
+    bare, _ = Scenario(preset="dev-small", gpus=64, days=1, seed=5, physics=False).engine()
+    bare.run_until(2 * HOUR)
+    header, body = upgrade_v4_to_v5(replace_format(header_of(bare), 4),
+                                    zlib.compress(pickle.dumps(bare)))
+    assert header.format == 5 and _unpickle(body).physics is None
 
 
 def test_a_format_3_snapshot_of_a_slurm_policy_engine_is_refused_in_one_line():
