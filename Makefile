@@ -36,12 +36,12 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# Three workers on this 2-core machine (the real Slurm, Dask, Prometheus and browser modules
+# Four workers on this 2-core machine (the real Slurm, Dask, Prometheus and browser modules
 # spend much of their time waiting on other processes; PYTEST_WORKERS=auto on a bigger
 # machine); whole files per worker, so each module's servers (daphne, Slurm, Prometheus,
 # Dask) start once; the longest modules first (tests/conftest.py LONG_POLES), so that none of
 # them is the last to run.
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 test: lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	@if [ -n "$$CLUSTERTWIN_TEST_DATABASE_URL" ]; then \
