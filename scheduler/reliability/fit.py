@@ -120,16 +120,21 @@ def read_failure_csv(path) -> list[tuple[float, str, int | None]]:
     return [row[1:] for row in _rows(path)]
 
 
-def _rows(path) -> list[tuple[int, float, str, int | None]]:
+def _csv_open(path) -> tuple[str, csv.DictReader]:
+    """The file's name and a CSV reader over its text; one ``ValueError`` line when it is
+    missing or not UTF-8."""
     path = Path(path)
-    name = path.name
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(f"{name}: no such file") from None
+        raise ValueError(f"{path.name}: no such file") from None
     except UnicodeDecodeError:
-        raise ValueError(f"{name}: not UTF-8 text") from None
-    reader = csv.DictReader(text.splitlines())
+        raise ValueError(f"{path.name}: not UTF-8 text") from None
+    return path.name, csv.DictReader(text.splitlines())
+
+
+def _rows(path) -> list[tuple[int, float, str, int | None]]:
+    name, reader = _csv_open(path)
     fields = reader.fieldnames or []
     for col in ("time", "component"):
         if col not in fields:
@@ -336,15 +341,7 @@ def read_job_csv(path) -> list[tuple[int, float, int]]:
     """Job records as ``(units, hours, failures)`` from a CSV with columns ``units`` (nodes or
     GPUs of the job), ``hours`` (hours it ran) and ``failures``; a bad row raises one line
     naming the file, the line and the field."""
-    path = Path(path)
-    name = path.name
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"{name}: no such file") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{name}: not UTF-8 text") from None
-    reader = csv.DictReader(text.splitlines())
+    name, reader = _csv_open(path)
     for col in ("units", "hours", "failures"):
         if col not in (reader.fieldnames or []):
             raise ValueError(f"{name}: the header needs a '{col}' column (units, hours, "
