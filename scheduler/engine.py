@@ -86,6 +86,8 @@ class Engine:
         How often the physics is re-evaluated while speeds move, s.
     physics_max_tick_s : float, optional
         Longest tick of the adaptive physics tick, s (``None``: a fixed ``physics_tick_s``).
+    load_balance : {"spread", "ecmp"}
+        How gangs' flows share equal-cost fabric paths (:mod:`scheduler.fabric.ecmp`).
     start_s : float
         Simulated time the engine starts at, s (0; a re-planned engine starts where its
         predecessor stopped, see :func:`scheduler.control.replan.replan`).
@@ -120,7 +122,8 @@ class Engine:
                  physics: bool = False, physics_tick_s: float = 1800.0,
                  physics_max_tick_s: float | None = None, start_s: float = 0.0,
                  submit: bool = True, restart: RestartTimes | None = None,
-                 failure_modes: tuple | None = None, slurm_conf=None):
+                 failure_modes: tuple | None = None, slurm_conf=None,
+                 load_balance: str = "spread"):
         self.plan = plan
         self.workload = workload
         # what a re-planned successor is built with (the plan and the clock aside)
@@ -130,7 +133,8 @@ class Engine:
                          "checkpoint_interval": checkpoint_interval, "recovery": recovery,
                          "spares": spares, "physics": physics, "physics_tick_s": physics_tick_s,
                          "physics_max_tick_s": physics_max_tick_s, "restart": restart,
-                         "failure_modes": failure_modes, "slurm_conf": slurm_conf}
+                         "failure_modes": failure_modes, "slurm_conf": slurm_conf,
+                         "load_balance": load_balance}
         self.replans = 0  # times this run moved onto a changed inventory
         self.keys = None
         self.lineage = None
@@ -171,7 +175,7 @@ class Engine:
                                     step_s=demand_step_s)
         self.physics = (Physics(ctx, plan=plan, state=state, jobs=jobs,
                                 failures=self.reliability, costs=costs, tick_s=physics_tick_s,
-                                max_tick_s=physics_max_tick_s)
+                                max_tick_s=physics_max_tick_s, load_balance=load_balance)
                         if physics else None)
         self.reliability.watch_node_loss(self.fleet)
         jobs.use_speed_model(self.physics or self.reliability)

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from scheduler.engine import Engine
+from scheduler.fabric.ecmp import BALANCES
+from scheduler.fabric.routing import check_balance
 from scheduler.hardware.cluster import ClusterPlan
 from scheduler.limits import checks
 from scheduler.limits.bounds import (
@@ -102,6 +104,7 @@ _RULES: dict[str, _Rule] = {
     "fabric": _Rule(checks.choice, {"known": REFABRIC_KINDS}, optional=True),
     "oversubscription": _Rule(checks.number, {"at_least": 1, "bound": OVERSUBSCRIPTION},
                               optional=True),
+    "load_balance": _Rule(checks.choice, {"known": BALANCES}, label="load balance"),
     "load": _Rule(checks.number, {"above": 0, "bound": LOAD}),
     "physics_max_tick_s": _Rule(checks.number, {"at_least": 1800.0,
                                                 "expect": "a number >= 1800 s"},
@@ -159,6 +162,10 @@ class Scenario:
         Replace the preset's scale-out fabric: fat-tree, dragonfly+, rail or island.
     oversubscription : float, optional
         Oversubscription of a fat-tree's leaves or above an island (>= 1).
+    load_balance : {"spread", "ecmp"}
+        How gangs' flows share equal-cost paths: evenly ("spread", the default: packet
+        spraying or ideal adaptive routing), or each flow on one hashed path ("ecmp": elephant
+        flows collide; tree fabrics only; :mod:`scheduler.fabric.ecmp`).
     physics : bool
         Fabric routing, storage tiers and power limits set each gang's speed (off: compute at
         kernel efficiency only).
@@ -205,6 +212,7 @@ class Scenario:
     spares: float | None = None
     fabric: str | None = None
     oversubscription: float | None = None
+    load_balance: str = "spread"
     physics: bool = True
     load: float = 1.0
     physics_max_tick_s: float | None = 7200.0
@@ -284,6 +292,9 @@ class Scenario:
                                            if k.startswith("skipped_") and v})
         if self.slurm_conf is not None:
             scenario["slurm_conf"] = Path(self.slurm_conf).name
+        if self.load_balance != "spread":
+            self._balance_fits(plan)
+            scenario["load_balance"] = self.load_balance
         engine = Engine(plan, workload, seed=seed, policy=self.policy,
                         placement=self.placement, failures=self.failures,
                         checkpoint_interval=self.engine_interval(), recovery=self.recovery,
@@ -291,6 +302,7 @@ class Scenario:
                         physics_max_tick_s=self.physics_max_tick_s,
                         restart=self.restart_times(),
                         failure_modes=load_profile(self.failure_profile).modes,
+                        load_balance=self.load_balance,
                         **slurm_engine_options(self.slurm_conf))
         if self.power_cap is not None:  # in force from the physics' first tick, as the
             # rest of the power model: both arms of a study are sampled over the same period
@@ -309,7 +321,15 @@ class Scenario:
             raise ScenarioError("a scenario without a preset runs a given cluster (a plan)")
         spec, scale = scaled_preset(self.preset, None if self.gpus is None else int(self.gpus))
         try:
-            return refabric(spec, self.fabric, self.oversubscription).plan(), scale
+            plan = refabric(spec, self.fabric, self.oversubscription).plan()
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+        self._balance_fits(plan)
+        return plan, scale
+
+    def _balance_fits(self, plan: ClusterPlan) -> None:
+        try:
+            check_balance(plan.fabric, self.load_balance)
         except ValueError as exc:
             raise ScenarioError(str(exc)) from None
 

@@ -12,6 +12,9 @@ with closed forms; GPU pairs are never listed).  A one-node job sends nothing on
 
 Routing: ECMP over shortest paths, from switch indices
 ------------------------------------------------------
+What follows is the default, ``balance="spread"``: every split is even, the fluid limit of
+per-packet spraying or ideal adaptive routing.  ``balance="ecmp"`` hashes each flow of a tree
+fabric onto one path instead (:mod:`~scheduler.fabric.ecmp`).
 Leaves are grouped into *blocks*, the leaves sharing one set of spines: a fat-tree pod, an
 island, a Dragonfly+ group, a rail spine group.  A flow inside one leaf uses only its two
 endpoint links.  Inside a block it goes leaf -> spine -> leaf, split evenly over the source
@@ -84,6 +87,7 @@ import numpy as np
 from scheduler.fabric.all_to_all import all_to_all_traffic
 from scheduler.fabric.dragonfly import dragonfly_route
 from scheduler.fabric.dragonfly_routing import PlainDragonflyRouting
+from scheduler.fabric.ecmp import BALANCES, EcmpPaths
 from scheduler.fabric.flows import _TOL, _job_gpus, _ring_flows, _runs
 from scheduler.fabric.global_links import InterGroupRouting
 from scheduler.fabric.maxmin import max_min_rates
@@ -95,6 +99,23 @@ ROUTINGS = ("minimal", "ugal", "valiant")
 
 PATTERNS = ("ring", "all_to_all")
 """Traffic patterns of :meth:`Router.update`."""
+
+
+def check_balance(fabric: Fabric, balance: str) -> None:
+    """Refuse a ``balance`` unknown or not modelled on ``fabric`` (one-line ``ValueError``).
+
+    >>> from scheduler.fabric import dragonfly_plus
+    >>> check_balance(dragonfly_plus(4), "ecmp")
+    Traceback (most recent call last):
+    ...
+    ValueError: load balance 'ecmp' needs a tree fabric, not a dragonfly+ with global links
+    """
+    if balance not in BALANCES:
+        raise ValueError(f"unknown load balance {balance!r}; choose one of: "
+                         f"{', '.join(BALANCES)}")
+    if balance != "spread" and (fabric.kind == "dragonfly" or np.any(fabric.link_kind == 2)):
+        raise ValueError(f"load balance {balance!r} needs a tree fabric, not a {fabric.kind} "
+                         "with global links")
 
 
 class Router(InterGroupRouting, PlainDragonflyRouting):
@@ -109,6 +130,14 @@ class Router(InterGroupRouting, PlainDragonflyRouting):
     routing : {"minimal", "ugal", "valiant"}, optional
         Inter-group routing on fabrics with global links (ignored on trees); see the module
         docstring.
+    balance : {"spread", "ecmp"}, optional
+        How flows share equal-cost paths: evenly (the default: per-packet spraying or ideal
+        adaptive routing), or each flow on one hashed path (:mod:`~scheduler.fabric.ecmp`;
+        tree fabrics and ring traffic only).
+    hash_seed : int, optional
+        Seed of the ECMP hash (``balance="ecmp"``): the same seed, the same paths.
+    subflows : int, optional
+        ECMP flows per connection (queue pairs hashed apart), ``1 .. 64``.
 
     Examples
     --------
@@ -122,9 +151,16 @@ class Router(InterGroupRouting, PlainDragonflyRouting):
     (6, 12, 2.0)
     """
 
-    def __init__(self, fabric: Fabric, *, gpus_per_node: int = 8, routing: str = "minimal"):
+    balance = "spread"
+    """How flows share equal-cost paths (:data:`~scheduler.fabric.ecmp.BALANCES`); a class
+    default, so that a router pickled before the option existed spreads as it did."""
+    _ecmp: EcmpPaths | None = None
+
+    def __init__(self, fabric: Fabric, *, gpus_per_node: int = 8, routing: str = "minimal",
+                 balance: str = "spread", hash_seed: int = 0, subflows: int = 1):
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {routing!r}")
+        check_balance(fabric, balance)
         self.fabric = fabric
         self.gpus_per_node = _int("gpus_per_node", gpus_per_node)
         self.routing = routing
@@ -187,6 +223,12 @@ class Router(InterGroupRouting, PlainDragonflyRouting):
             self._unit_ba = np.where(up, n_sw + a, 2 * n_sw + n_blk + blk)
             self._dead = 2 * n_sw + 2 * n_blk
         self._n_units = self._dead + 1
+        if balance == "ecmp":  # set only then: a spreading router pickles as it always did
+            self.balance = balance
+            tier = fabric.switch_tier
+            block = np.where(tier == 2, -1, np.where(tier == 0, leaf_block, spine_block))
+            self._ecmp = EcmpPaths(a, b, block, n_sw, fabric.port_gbps, seed=hash_seed,
+                                   subflows=subflows)
 
     # ---------------------------------------------------------------------- public API
 
@@ -236,7 +278,14 @@ class Router(InterGroupRouting, PlainDragonflyRouting):
                 if stride.shape != (n_jobs,):
                     raise ValueError(f"ring_stride needs one value per job ({n_jobs})")
             j, src, dst = _ring_flows(job, gpu, self.gpus_per_node, stride)
+            if self._ecmp is not None:
+                rate, load = self._ecmp.share(st.alive, st.failed_leaf, j, src, dst,
+                                              self._ep_leaf[src], self._ep_leaf[dst], demand)
+                share = np.divide(rate, demand, out=np.ones(n_jobs), where=demand > 0)
+                return self._result(st, load, share, rate, t0)
             tr = self._flows(j, src, dst, demand[j])
+        elif self._ecmp is not None:
+            raise ValueError("balance='ecmp' hashes listed flows: use pattern='ring'")
         elif self._plain:
             raise ValueError("all_to_all traffic on a plain Dragonfly is not modelled; "
                              "use pattern='ring'")
@@ -255,6 +304,11 @@ class Router(InterGroupRouting, PlainDragonflyRouting):
         rate = max_min_rates(rj, ru, rv, st.capacity, demand)
         share = np.divide(rate, demand, out=np.ones(n_jobs), where=demand > 0)
         load = self._link_loads(st, self._totals(st, tr, x, share))
+        return self._result(st, load, share, rate, t0)
+
+    def _result(self, st, load, share, rate, t0) -> LoadResult:
+        """Utilisation per link and tier from per-link loads, as a :class:`LoadResult`."""
+        port = float(self.fabric.port_gbps)
         cap = np.where(st.alive, port, 0.0)
         busier = np.maximum(load[:, 0], load[:, 1])
         util = np.divide(busier, cap, out=np.zeros(cap.size), where=cap > 0)
@@ -271,7 +325,8 @@ class Router(InterGroupRouting, PlainDragonflyRouting):
                           elapsed_s=time.perf_counter() - t0)
 
     def route(self, src: int, dst: int) -> Route:
-        """The ECMP route of one flow from endpoint ``src`` to ``dst`` on the intact fabric.
+        """The ECMP route of one flow from endpoint ``src`` to ``dst`` on the intact fabric
+        (the even split over every shortest path, whatever the router's ``balance``).
 
         Parameters
         ----------

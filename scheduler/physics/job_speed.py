@@ -76,11 +76,14 @@ class Physics:
         late, up to ``max_tick_s``; one that moved any brings it back to ``tick_s``.  Failures
         refresh at once either way.  ``None`` (or ``tick_s``): a fixed tick.  The accuracy
         against the fixed tick is measured in ``docs/performance.md``.
+    load_balance : {"spread", "ecmp"}, optional
+        How gangs' flows share equal-cost paths (:class:`~scheduler.fabric.routing.Router`'s
+        ``balance``); ``"ecmp"`` hashes with a seed drawn from the ``ecmp`` stream.
     """
 
     def __init__(self, ctx: Context, *, plan: ClusterPlan, state: ClusterState, jobs,
                  failures, costs, tick_s: float = 1800.0, max_tick_s: float | None = None,
-                 overlap: float = 0.7, tolerance: float = 0.01):
+                 overlap: float = 0.7, tolerance: float = 0.01, load_balance: str = "spread"):
         if isinstance(tick_s, bool) or not tick_s > 0:
             raise ValueError(f"physics_tick_s must be a positive number, not {tick_s!r}")
         self.ctx = ctx
@@ -98,7 +101,10 @@ class Physics:
         self.ticks = 0
         self.overlap = overlap
         self.tolerance = tolerance
-        self.router = Router(plan.fabric, gpus_per_node=int(plan.models[0].per_node))
+        # ECMP hashes with a seed of its own stream; spreading draws nothing
+        seed = (int(ctx.rng("ecmp").integers(2**63)) if load_balance == "ecmp" else 0)
+        self.router = Router(plan.fabric, gpus_per_node=int(plan.models[0].per_node),
+                             balance=load_balance, hash_seed=seed)
         self.storage = StorageModel(plan)
         self.power = PowerModel(plan)
         self.share: dict[int, float] = {}

@@ -247,6 +247,10 @@ class Command(OneLineCommand):
                             "fat-tree, dragonfly+, rail or island")
         parser.add_argument("--oversubscription", metavar="R",
                             help="oversubscription (>= 1) of a fat-tree's leaves or above islands")
+        parser.add_argument("--load-balance", default="spread",
+                            help="spread (default: flows split evenly over equal-cost paths, "
+                                 "as packet spraying or adaptive routing) or ecmp (each flow "
+                                 "hashed onto one path; tree fabrics)")
         parser.add_argument("--load", metavar="X", default="1",
                             help="multiply the preset workload's arrival rates (saturate: > 1)")
         parser.add_argument("--json", metavar="PATH|-", help="write the report as JSON")
@@ -315,6 +319,7 @@ class Command(OneLineCommand):
               "recovery": opts["recovery"], "spares": _fraction(opts["spares"]),
               "fabric": opts["fabric"], "physics": _on_off("--physics", opts["physics"]),
               "oversubscription": _ratio(opts["oversubscription"]),
+              "load_balance": opts["load_balance"],
               "load": _load(opts["load"]), "failure_profile": opts["failure_profile"],
               "detect_s": _seconds("--detect-s", opts["detect_s"]),
               "reschedule_s": _seconds("--reschedule-s", opts["reschedule_s"]),
