@@ -11,6 +11,8 @@ from twin.inventory.models import (  # noqa: F401
     Cluster,
     CoolingLoop,
     DataHall,
+    Grid,
+    GridCloudRegion,
     Link,
     LinkStatus,
     Node,
@@ -22,6 +24,7 @@ from twin.inventory.models import (  # noqa: F401
     StorageSystem,
     Switch,
     SwitchTier,
+    WanLink,
 )
 from twin.live.models import (  # noqa: F401
     Drill,

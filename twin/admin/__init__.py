@@ -4,4 +4,4 @@ Django's admin finds ``twin.admin`` by itself (autodiscovery); importing the mod
 registers their ``ModelAdmin`` classes.  The admin is a presentation layer: it reads the live
 status (``twin.pages.columns``) and edits through services (``twin.control.edits``)."""
 
-from twin.admin import inventory, records  # noqa: F401
+from twin.admin import grid, inventory, records  # noqa: F401

@@ -1,5 +1,5 @@
 """The inventory: clusters, sites, halls, feeds, cooling, racks, nodes, accelerators, switches,
-links, storage, cloud pools."""
+links, storage, cloud pools; grids of clusters (:mod:`twin.inventory.grid_models`)."""
 
 from __future__ import annotations
 
@@ -40,21 +40,47 @@ class Cluster(models.Model):
                   "GRES types are not catalog names: {\"a100\": \"A100-SXM4-80GB\"}; \"gpu\" "
                   "for untyped gpu:N; MODEL/K for a MIG type of K slices per GPU "
                   "(docs/mirror.md)")
+    # a site of a grid (issue 30): its region and PUE are its Site's
+    grid = models.ForeignKey("twin.Grid", on_delete=models.SET_NULL, null=True, blank=True,
+                             related_name="clusters",
+                             help_text="The grid this cluster is a site of, if any")
+    jurisdiction = models.CharField(
+        max_length=32, blank=True,
+        help_text="\"EU\", \"US\" ...: what a job's allowed regions (sovereignty) name; "
+                  "required in a grid")
+    power_price_per_kwh = models.FloatField("energy price per kWh", default=0.08,
+                                            validators=non_negative)
+    stacks = models.JSONField(default=list, blank=True,
+                              help_text="Software stacks it runs, as a JSON list (empty: any)")
 
     def __str__(self) -> str:
         return self.name
 
     def clean(self) -> None:
-        """The GRES map names catalog models (an admin's edit is checked as the import's)."""
-        from django.core.exceptions import ValidationError
-
+        """The GRES map names catalog models (an admin's edit is checked as the import's);
+        a grid's site has a jurisdiction and keeps the name its WAN links use."""
         from twin.inventory.gres import gres_map_parse
+        from twin.inventory.grid_models import links_naming, stacks_check
         if not isinstance(self.gres_map, dict):
             raise ValidationError({"gres_map": "a mapping of GRES type to catalog model"})
         try:
             self.gres_map = gres_map_parse(self.gres_map)
         except ValueError as exc:
             raise ValidationError({"gres_map": str(exc)}) from None
+        try:
+            self.stacks = stacks_check(self.stacks)
+        except ValidationError as exc:
+            raise ValidationError({"stacks": exc.messages}) from None
+        if self.grid_id is not None and not self.jurisdiction.strip():
+            raise ValidationError({"jurisdiction": "a site of a grid needs a jurisdiction"})
+        old = Cluster.objects.filter(pk=self.pk).values_list("name", "grid_id").first() \
+            if self.pk is not None else None
+        if old is not None and old[1] is not None and (old[0], old[1]) != (self.name,
+                                                                           self.grid_id):
+            named = links_naming(old[1], old[0])
+            if named:
+                raise ValidationError(f"WAN links name {old[0]} ({', '.join(named)}): remove "
+                                      "them before renaming the cluster or leaving its grid")
 
 
 class Site(models.Model):
@@ -359,3 +385,6 @@ class CloudPool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.region}"
+
+
+from twin.inventory.grid_models import Grid, GridCloudRegion, WanLink  # noqa: E402, F401

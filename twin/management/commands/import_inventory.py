@@ -1,4 +1,5 @@
-"""``import_inventory``: write a cluster from a JSON, CSV or NetBox inventory, or from Slurm.
+"""``import_inventory``: write a cluster from a JSON, CSV or NetBox inventory, or from Slurm;
+or a grid of clusters from a JSON grid document (:mod:`twin.inventory.grid_formats`).
 
 The layouts are described in :mod:`twin.inventory.importer`, :mod:`twin.inventory.formats` and
 :mod:`twin.mirror.slurm_import`.  Every row is checked before anything is written; the errors go to
@@ -21,6 +22,7 @@ from twin.inventory.formats import (
     inventory_from_json,
     inventory_from_netbox,
 )
+from twin.inventory.grid_formats import grid_import, is_grid_document
 from twin.inventory.import_write import inventory_import
 from twin.inventory.importer import MAX_ERRORS, InventoryError
 from twin.management.one_line import OneLineCommand, refuse
@@ -69,6 +71,8 @@ class Command(OneLineCommand):
     def handle(self, *args, **opts):
         started = time.perf_counter()
         inventory, source = self._read(opts)
+        if isinstance(inventory, dict):  # a grid document (twin.inventory.grid_formats)
+            return self._grid(inventory, source, opts["replace"], started)
         try:
             cluster = inventory_import(inventory, replace=opts["replace"])
         except InventoryError as exc:
@@ -88,6 +92,23 @@ class Command(OneLineCommand):
                           f"({time.perf_counter() - started:.2f} s)")
         for line in inventory.warnings:
             self.stdout.write(f"warning: {line}")
+
+    def _grid(self, doc: dict, source: str, replace: bool, started: float) -> None:
+        try:
+            grid = grid_import(doc, source=source, replace=replace)
+        except InventoryError as exc:
+            for line in exc.errors[:MAX_ERRORS]:
+                self.stderr.write(line)
+            raise refuse(f"{source}: {len(exc.errors)} error(s); nothing was written") \
+                from None
+        except DatabaseError as exc:
+            raise refuse(f"cannot write the grid: {str(exc).splitlines()[0]} "
+                          "(has the database been migrated?)") from None
+        names = [c.name for c in grid.clusters.order_by("id")]
+        self.stdout.write(f"Imported grid {grid.name} from {source}: sites {', '.join(names)}, "
+                          f"{grid.cloud_regions.count()} cloud region(s), "
+                          f"{grid.wan_links.count()} WAN link(s) "
+                          f"({time.perf_counter() - started:.2f} s)")
 
     def _read(self, opts):
         path, fmt, name = opts["path"], opts["format"], opts["name"]
@@ -135,6 +156,10 @@ class Command(OneLineCommand):
                     raise LayoutError(str(exc)) from None
                 except ValueError as exc:  # not JSON; an integer of 5,000 digits
                     raise LayoutError(f"{path}: not JSON: {exc}") from None
+                if is_grid_document(doc):
+                    if name:
+                        raise refuse("--name names a cluster; a grid document names its own")
+                    return doc, path
                 return inventory_from_json(doc, source=path, name=name), path
             if fmt == "csv":
                 return inventory_from_csv(p, name=name), path
