@@ -35,6 +35,8 @@ from twin.live.models import (  # noqa: F401
     EngineSnapshot,
     EntityChunk,
     EntitySample,
+    GridState,
+    GridStateSource,
     HistorySample,
     LiveState,
 )

@@ -205,3 +205,29 @@ class EntityChunk(models.Model):
     def __str__(self) -> str:
         return (f"{self.kind} {self.metric} block {self.block} of {self.run}, "
                 f"t={self.t_first:.0f}-{self.t_last:.0f} s")
+
+
+class GridStateSource(models.TextChoices):
+    SIMULATED = "simulated", "simulated"
+    MIRRORED = "mirrored", "mirrored"
+
+
+class GridState(models.Model):
+    """A grid's latest overview (issue 30), one row per grid and source, replaced in place.
+
+    ``doc`` is a :class:`scheduler.grid.overview.Overview` (checked with
+    :func:`scheduler.grid.overview.check_overview` before it is written): what the grid page
+    shows.  ``simulated``: a grid run forward from the inventory; ``mirrored``: several real
+    Slurm clusters, one per site, polled each on its own.
+    """
+
+    grid = models.ForeignKey("twin.Grid", on_delete=models.CASCADE, related_name="states")
+    source = models.CharField(max_length=10, choices=GridStateSource.choices)
+    doc = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        unique_together = [("grid", "source")]
+
+    def __str__(self) -> str:
+        return f"{self.grid} ({self.source})"
