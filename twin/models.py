@@ -3,6 +3,7 @@ models (all under the one app label ``twin``, so the migrations did not move).""
 
 from twin.alerts.models import Alert, AlertRule, Silence  # noqa: F401
 from twin.audit.models import AuditEntry  # noqa: F401
+from twin.inventory.grid_models import SiteMirror  # noqa: F401
 from twin.inventory.models import (  # noqa: F401
     Accelerator,
     AcceleratorModel,

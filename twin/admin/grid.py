@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 
+from twin.inventory.grid_models import SiteMirror
 from twin.inventory.models import Cluster, Grid, GridCloudRegion, WanLink
 
 
@@ -116,3 +117,13 @@ class GridAdmin(admin.ModelAdmin):
             if isinstance(formset, WanLinkFormSet):
                 formset.cloud_formset = clouds
         return formsets, inlines
+
+
+@admin.register(SiteMirror)
+class SiteMirrorAdmin(admin.ModelAdmin):
+    """Where each site's Slurm is, for ``mirror_grid``: the token stays in the environment."""
+
+    list_display = ("cluster", "kind", "slurm_conf", "rest_url", "token_env", "poll_s",
+                    "timeout_s")
+    list_select_related = ("cluster",)
+    search_fields = ("cluster__name",)

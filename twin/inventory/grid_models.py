@@ -17,6 +17,8 @@ offer and stacks, and no cluster.
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
@@ -173,3 +175,59 @@ def links_naming(grid_id: int | None, place: str) -> list[str]:
     return [str(w) for w in WanLink.objects.filter(grid_id=grid_id)
             .filter(models.Q(a=place) | models.Q(b=place)).order_by("id")]
 
+
+
+ENV_NAME = RegexValidator(
+    r"^[A-Z_][A-Z0-9_]*$",
+    message="the NAME of an environment variable that holds the token (like SLURM_JWT_SITE_A), "
+            "never the token itself")
+
+
+class SiteMirror(models.Model):
+    """Where a grid's site (a member cluster) has its Slurm, for ``mirror_grid`` (issue 30).
+
+    ``kind`` ``cli``: ``sinfo/squeue --json`` with ``SLURM_CONF=slurm_conf`` (empty: the
+    environment's ``SLURM_CONF`` or Slurm's default); ``rest``: slurmrestd at ``rest_url``,
+    its JWT read from the environment variable ``token_env`` when polled (never stored here).
+    Each site is polled every ``poll_s`` seconds, each poll given ``timeout_s``.
+    """
+
+    KINDS = (("cli", "Slurm commands (sinfo/squeue)"), ("rest", "slurmrestd"))
+
+    cluster = models.OneToOneField("twin.Cluster", on_delete=models.CASCADE,
+                                   related_name="mirror")
+    kind = models.CharField(max_length=4, choices=KINDS, default="cli")
+    slurm_conf = models.CharField(
+        "slurm.conf path", max_length=255, blank=True,
+        help_text="cli: an absolute path (empty: the environment's SLURM_CONF)")
+    rest_url = models.CharField(
+        "slurmrestd URL", max_length=255, blank=True, help_text="rest: http(s)://host:6820")
+    rest_user = models.CharField("slurmrestd user", max_length=64, blank=True)
+    token_env = models.CharField(
+        "token environment variable", max_length=64, blank=True, validators=[ENV_NAME],
+        help_text="rest: the environment variable holding the JWT (the token is never stored)")
+    poll_s = models.FloatField(
+        "poll interval (s)", default=30.0,
+        validators=[MinValueValidator(1.0, message="poll at most once a second")])
+    timeout_s = models.FloatField("timeout per poll (s)", default=10.0, validators=positive)
+
+    def __str__(self) -> str:
+        return f"{self.cluster} ({self.kind})"
+
+    def clean(self) -> None:
+        if self.kind == "cli":
+            if self.rest_url or self.token_env:
+                raise ValidationError("a cli mirror reads Slurm's commands: leave the "
+                                      "slurmrestd URL and token variable empty")
+            if self.slurm_conf and not self.slurm_conf.startswith("/"):
+                raise ValidationError({"slurm_conf": "an absolute path to slurm.conf"})
+        elif self.kind == "rest":
+            if self.slurm_conf:
+                raise ValidationError("a rest mirror reads slurmrestd: leave slurm.conf empty")
+            if not re.match(r"^https?://[^/\s:]+(:\d+)?/?$", self.rest_url or ""):
+                raise ValidationError({"rest_url": "slurmrestd's URL, like "
+                                                   "http://ctl.example:6820"})
+        if (self.timeout_s is not None and self.poll_s is not None
+                and self.timeout_s > self.poll_s):
+            raise ValidationError({"timeout_s": "the timeout must not exceed the poll "
+                                                "interval"})
