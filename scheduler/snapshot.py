@@ -11,7 +11,7 @@ an explicit ``state()``/``from_state()`` per component is the next step (``BODY`
 encoding so that step is a new format version, not a silent change).  What makes the pickle
 a *format* here: every change to the layout of a pickled class (a field added, renamed or moved
 to another module) bumps :data:`FORMAT` and adds one upgrade function to :data:`UPGRADES`;
-``tests/fixtures/snapshots/layout-v5.json`` records the layout and a test fails when it drifts.
+``tests/fixtures/snapshots/layout-v6.json`` records the layout and a test fails when it drifts.
 
 Format 1 is the bare zlib pickle written by releases before this module (no header): its
 upgrade reads it with the modules of that time mapped to today's (:data:`V1_MODULES`) and fills
@@ -26,7 +26,7 @@ pickle, so loading one runs whatever it names (never load bytes from elsewhere).
 >>> data = dumps(engine)
 >>> header = read_header(data)
 >>> header.format, header.gpus, header.t_sim
-(5, 64, 0.0)
+(6, 64, 0.0)
 >>> loads(data).now
 0.0
 """
@@ -53,7 +53,7 @@ from scheduler.reliability.incidents import IncidentBook
 from scheduler.scheduling.running_index import EndIndex, MoveLog
 
 MAGIC = b"CTWINSNP"
-FORMAT = 5
+FORMAT = 6
 """The format :func:`dumps` writes."""
 BODY = "engine-pickle+zlib"
 """How the body of :data:`FORMAT` is encoded."""
@@ -368,6 +368,31 @@ def upgrade_v4_to_v5(header: Header, body: bytes) -> tuple[Header, bytes]:
         pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
 
 
+def upgrade_v5_to_v6(header: Header, body: bytes) -> tuple[Header, bytes]:
+    """A format-5 engine (release 630d9f2) as format 6 (issue 29: a job's recipe may take
+    layers off its first and last pipeline stages, ``Recipe.pp_edge_layers_off``; the step
+    model runs a pipeline at its slowest stage, the last one with the logit layer, and its
+    kernel efficiencies and MegaScale's jitter were refitted with that).
+
+    Every recipe the engine holds gets the even split it was priced with (0).  The physics'
+    memo of priced steps is emptied, as in the upgrade from format 4: every step priced from
+    now on is this release's, so a pipelined job's figures after the snapshot are not what the
+    writing release would have recorded.
+    """
+    engine = _unpickle(body)
+    if not isinstance(engine, Engine):
+        raise SnapshotError(f"corrupt snapshot: the body holds a {type(engine).__name__}")
+    specs = [r.spec for r in engine.jobs.runs] + list(engine.workload.jobs)
+    recipes = (getattr(s, "recipe", None) for s in specs)
+    for recipe in {id(r): r for r in recipes if r is not None}.values():
+        if "pp_edge_layers_off" not in vars(recipe):
+            object.__setattr__(recipe, "pp_edge_layers_off", 0)
+    if engine.physics is not None:
+        engine.physics._steps.clear()
+    return replace_format(header, 6), zlib.compress(
+        pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL), _ZLIB_LEVEL)
+
+
 def replace_format(header: Header, version: int) -> Header:
     """``header`` as written by format ``version`` (its other fields are the engine's)."""
     return dataclasses.replace(header, format=version)
@@ -378,6 +403,7 @@ UPGRADES: dict[int, Callable[[Header, bytes], tuple[Header, bytes]]] = {
     2: upgrade_v2_to_v3,
     3: upgrade_v3_to_v4,
     4: upgrade_v4_to_v5,
+    5: upgrade_v5_to_v6,
 }
 """``{n: upgrade}``: each turns a format-``n`` snapshot into format ``n + 1`` (applied in
 sequence by :func:`loads`)."""

@@ -72,19 +72,24 @@ class KernelEfficiency:
 HBM_EFFICIENCY = 0.8
 """Share of HBM bandwidth streaming element-wise kernels reach (assumed)."""
 
-AMPERE_GEMM = 0.687
+AMPERE_GEMM = 0.724
 """A100 GEMM efficiency, CALIBRATED (the one Ampere point): Narayanan et al. SC'21, Table 1,
 1,008B GPT on 3,072 A100 (TP 8 x PP 64 x DP 6, batch 3,072, sequence 2,048, full
-recomputation, unfused attention, synchronous pipeline sends): 163 TFLOP/s per GPU in their
-FLOP count, with the default straggler profile (``scale_losses.SLOW_HOSTS``, 0.3 % there;
-0.684 without it).  ``tests/core/test_step_model.py::test_regression_*`` pins the fit."""
+recomputation, unfused attention, synchronous pipeline sends, Megatron-LM's even split of
+128 layers on 64 stages, so the last stage's logit layer sets the pace): 163 TFLOP/s per GPU
+in their FLOP count, with the default straggler profile (``scale_losses.SLOW_HOSTS``, 0.3 %
+there; 0.721 without it).  Refitted with the pipeline stage imbalance (0.687 when the logit
+layer was spread over the stages).  ``tests/core/test_step_model.py::test_regression_*`` pins
+the fit."""
 
-HOPPER_GEMM = 0.593
+HOPPER_GEMM = 0.600
 """H100 GEMM efficiency, CALIBRATED (the one Hopper point): Llama 3 report, sec. 3.3.2,
 Table 4, 405B on 16,384 H100 (TP 8 x PP 16 x DP 128, 8,192-token sequences, 16 per replica):
-400 TFLOPS per GPU (40.4 % of 989), with the default straggler profile (1.7 % there; 0.583
-without it).  Virtual stages (4) and the overlap settings of that run are not published:
-assumed as in :func:`llama3_recipe`."""
+400 TFLOPS per GPU (40.4 % of 989), with the default straggler profile (1.7 % there; 0.589
+without it) and one layer off each of the first and the last stages as Meta ran it (sec.
+3.3.2: the middle stages' 8 layers set the pace); 0.593 when the logit layer was spread over
+the stages.  Virtual stages (4) and the overlap settings of that run are not published:
+assumed as in ``scenarios.LLAMA3_RECIPE``."""
 
 KERNELS: dict[str, KernelEfficiency] = {
     "ampere": KernelEfficiency(
@@ -144,6 +149,34 @@ def bubble_fraction(schedule: str, pp: int, microbatches: int, virtual_stages: i
     if schedule == "zero_bubble":
         return (pp - 1) / (3.0 * microbatches)
     return (pp - 1) / microbatches
+
+
+def stage_layers(layers: float, pp: int, edge_off: int = 0) -> tuple[float, float]:
+    """Transformer layers on each middle pipeline stage and on each of the first and last.
+
+    Megatron-LM splits the layers evenly (``edge_off = 0``); the first stage also runs the
+    embedding and the last the logit layer and loss, so the last is the slowest and the
+    pipeline's steady state runs at its pace.  Taking ``edge_off`` layers off each edge stage
+    and spreading them over the middle ones balances it (Llama 3 report, sec. 3.3.2: "we reduce
+    one Transformer layer each from the first and the last stages"; 126 layers on 16 stages:
+    7 on each edge, 8 on the 14 others).  With fewer than 3 stages there is no middle stage and
+    the split stays even.
+
+    >>> stage_layers(126, 16, 1), stage_layers(96, 8), stage_layers(105, 35, 0)
+    ((8.0, 7.0), (12.0, 12.0), (3.0, 3.0))
+
+    Raises
+    ------
+    ValueError
+        ``edge_off`` so large that the edge stages would hold fewer than zero layers.
+    """
+    if pp < 3:
+        return layers / pp, layers / pp
+    middle = (layers + 2.0 * edge_off) / pp
+    if middle - edge_off < 0:
+        raise ValueError(f"pp_edge_layers_off {edge_off} leaves the edge stages of a "
+                         f"{layers:g}-layer model on {pp} stages without layers")
+    return middle, middle - edge_off
 
 
 @dataclass(frozen=True)

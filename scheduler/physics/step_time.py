@@ -12,10 +12,15 @@ per-layer costs of :mod:`scheduler.physics.step_model` and the collectives of
   ``recipe.tp_overlap`` hides behind the layer's GEMMs (never more than the GEMMs);
 * CP: ring attention passes ``cp - 1`` key/value blocks per layer forward and twice backward,
   hidden behind the attention kernel it feeds;
-* PP: the bubble of the schedule (1F1B, interleaved, zero-bubble: ``step_model``) on the
-  stage's busy time, the warm-up and cool-down hops, and every steady-state send unless
-  ``recipe.pp_overlap``;
-* DP: ZeRO-0 all-reduces the BF16 gradients of the rank's ``N/(tp pp)`` weights; ZeRO-1/2
+* PP: the steady state runs at the slowest stage: the last, which also computes the whole
+  logit layer (``6 V h`` FLOPs per token forward and backward, ``V / 12h`` of a layer), unless
+  ``recipe.pp_edge_layers_off`` moved enough layers off the first and last stages
+  (``step_model.stage_layers``); the priced parts (kernels, TP, CP, EP, DP) are that stage's.
+  The bubble of the schedule (1F1B, interleaved, zero-bubble: ``step_model``) is the other
+  stages' busy time while the pipeline fills and drains; then the warm-up and cool-down hops,
+  and every steady-state send unless ``recipe.pp_overlap``;
+* DP: ZeRO-0 all-reduces the BF16 gradients of the slowest stage's weights over TP (about
+  ``N/(tp pp)``, the last stage's with the logit layer's); ZeRO-1/2
   reduce-scatter them and all-gather the updated weights; ZeRO-3 also gathers the weights
   forward and backward every micro-batch.  Bucketed, the gradient traffic hides behind the
   last micro-batch's backward and the weight gather behind the first forward, each for at
@@ -49,6 +54,7 @@ from scheduler.physics.step_model import (
     generation,
     layer_cost,
     model_flops_per_token,
+    stage_layers,
 )
 from scheduler.workload.jobs import Parallelism, Recipe, TrainingJob, Transformer
 
@@ -137,7 +143,7 @@ def no_overlap(recipe: Recipe) -> Recipe:
     >>> no_overlap(Recipe(tp_overlap=1.0, dp_overlap=1.0))
     Recipe(micro_batch=1, global_batch=0, schedule='interleaved', virtual_stages=0, \
 zero_stage=1, sequence_parallel=True, tp_overlap=0.0, pp_overlap=False, dp_overlap=0.0, \
-recompute='none', flash_attention=True)
+recompute='none', flash_attention=True, pp_edge_layers_off=0)
     """
     return replace(recipe, tp_overlap=0.0, pp_overlap=False, dp_overlap=0.0)
 
@@ -200,6 +206,32 @@ def _shape(job: TrainingJob, microbatch_tokens: float) -> Transformer:
     layers, hidden = transformer_shape(job.params_b * 1e9)
     return Transformer(layers=max(1, round(layers)), hidden=max(1, round(hidden)),
                        seq_len=max(1, round(microbatch_tokens)))
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """``count`` pipeline stages alike: their layers, kernel seconds per micro-batch and the
+    weights they hold beyond their layers' (the logit layer's on the last)."""
+
+    count: int
+    layers: float
+    kernel_s: float
+    extra_weights: float
+
+
+def _stages(layers: float, pp: int, edge_off: int, layer_s: float, logits_s: float,
+            logit_weights: float) -> list[_Stage]:
+    """The first, middle and last stages (one stage when ``pp`` is 1).  The first stage's
+    embedding (a gather forward, a scatter-add backward: under 1 % of a layer's time) is not
+    priced, so it never outweighs the last stage's logit layer."""
+    middle, edge = stage_layers(layers, pp, edge_off)
+    last = _Stage(1, edge, edge * layer_s + logits_s, logit_weights)
+    if pp == 1:
+        return [last]
+    first = _Stage(1, edge, edge * layer_s, 0.0)
+    if pp == 2:
+        return [first, last]
+    return [first, _Stage(pp - 2, middle, middle * layer_s, 0.0), last]
 
 
 def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, nodes: int,
@@ -293,7 +325,6 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     m = max(1, round(tokens / par.dp / mb_tokens))
     v = rec.virtual_stages or virtual_stages
     v = v if (rec.schedule == "interleaved" and par.pp > 1) else 1
-    stage_layers = layers / par.pp
 
     eff = KERNELS[generation(model.name)]
     peak = model.bf16_tflops * 1e12
@@ -302,11 +333,16 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
                     weights=weights, tp=par.tp, cp=par.cp, peak_flops=peak, hbm_bytes_s=hbm,
                     eff=eff, sequence_parallel=rec.sequence_parallel,
                     flash_attention=rec.flash_attention, recompute=rec.recompute)
-    # the logit layer runs on the last stage; spread over the stages as an approximation
-    logits = 6.0 * mb_tokens / par.cp * shape.vocab * h / par.tp / (peak * eff.gemm) / par.pp
-    per_mb = stage_layers * lc.total_s + logits
+    # the logit layer (and its weights) on the last stage, forward and backward
+    logits = 6.0 * mb_tokens / par.cp * shape.vocab * h / par.tp / (peak * eff.gemm)
+    stages = _stages(layers, par.pp, rec.pp_edge_layers_off, lc.total_s, logits,
+                     shape.vocab * h)
+    # the slowest stage by its kernels (fabric-independent, so compute_s is too)
+    crit = max(stages, key=lambda st: st.kernel_s)
+    crit_layers, per_mb = crit.layers, crit.kernel_s
     strag = stragglers if stragglers is not None else DEFAULT_STRAGGLERS
-    straggler = m * per_mb * strag.share(job.gpus, nodes, m)
+    share = strag.share(job.gpus, nodes, m)
+    straggler = m * per_mb * share
     compute = m * per_mb + straggler
 
     # TP: 4 collectives per layer per micro-batch (6 with full recomputation)
@@ -314,24 +350,29 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
     tp_per_layer = (6 if rec.recompute == "full" else 4) * price(
         "all_reduce", activation, par.tp, _per_node(par.tp, 1, k))
     tp_exposed = tp_per_layer - min(rec.tp_overlap * tp_per_layer, lc.gemm_s)
-    tp = m * stage_layers * tp_exposed
 
-    cp = 0.0
+    cp_per_layer = 0.0
     if par.cp > 1:
         kv_block = 2.0 * activation * kv_share / par.tp
         ring = 3.0 * (par.cp - 1) * collective(
             "p2p", kv_block, 2, gpus_per_node=2 if par.tp * par.cp <= k else 1, scaleup=up,
             scaleout=out, scaleout_share=scaleout_share).time_s
-        cp = m * stage_layers * max(0.0, ring - 3.0 * lc.attention_fwd_s)
+        cp_per_layer = max(0.0, ring - 3.0 * lc.attention_fwd_s)
 
-    ep = 0.0
+    ep_per_layer = 0.0
     if par.ep > 1:
-        ep = m * stage_layers * EP_ALL_TO_ALLS_PER_LAYER * price(
+        ep_per_layer = EP_ALL_TO_ALLS_PER_LAYER * price(
             "all_to_all", activation / par.tp, par.ep, _per_node(par.ep, par.tp * par.cp, k))
+    comm_per_layer = tp_exposed + cp_per_layer + ep_per_layer
+    tp, cp, ep = (m * crit_layers * x for x in (tp_exposed, cp_per_layer, ep_per_layer))
 
     pp = bubble = 0.0
     if par.pp > 1:
-        bubble = bubble_fraction(rec.schedule, par.pp, m, v) * (compute + tp + cp + ep)
+        # fill and drain: the other stages' busy time (all of it for equal stages)
+        def busy(st: _Stage) -> float:
+            return (1.0 + share) * st.kernel_s + st.layers * comm_per_layer
+        others = (sum(st.count * busy(st) for st in stages) - busy(crit)) / (par.pp - 1)
+        bubble = bubble_fraction(rec.schedule, par.pp, m, v) * m * others
         hop = collective("p2p", activation / par.tp, 2,
                          gpus_per_node=2 if par.tp * par.cp * par.dp < k else 1, scaleup=up,
                          scaleout=out, scaleout_share=scaleout_share).time_s
@@ -339,8 +380,8 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
         pp = bubble + hops * hop
 
     dp_overlap = overlap if rec.dp_overlap is None else rec.dp_overlap
-    shard = BYTES_PER_VALUE * params / (par.tp * par.pp)
-    grad_shard = grad_bytes * params / (par.tp * par.pp)
+    shard = BYTES_PER_VALUE * (crit_layers * weights + crit.extra_weights) / par.tp
+    grad_shard = grad_bytes * (crit_layers * weights + crit.extra_weights) / par.tp
     dp_group = par.dp * par.cp
     dp_per_node = _per_node(dp_group, par.tp, k)
     if rec.zero_stage == 0:
@@ -349,12 +390,12 @@ def step_breakdown(job: TrainingJob, model: Accelerator, *, gpus_per_node: int, 
         grads = price("reduce_scatter", grad_shard, dp_group, dp_per_node)
         gather = price("all_gather", shard, dp_group, dp_per_node)
     backward = per_mb * 2.0 / 3.0
-    forward = stage_layers * lc.forward_s
+    forward = crit_layers * lc.forward_s + (crit.kernel_s - crit_layers * lc.total_s) / 3.0
     dp = (grads - min(dp_overlap * grads, backward)) + (gather - min(dp_overlap * gather,
                                                                         forward))
-    if rec.zero_stage == 3:
-        per_layer_gather = 2.0 * gather / stage_layers
-        dp += m * stage_layers * max(0.0, per_layer_gather - dp_overlap * lc.total_s)
+    if rec.zero_stage == 3 and crit_layers > 0:
+        per_layer_gather = 2.0 * gather / crit_layers
+        dp += m * crit_layers * max(0.0, per_layer_gather - dp_overlap * lc.total_s)
 
     total = compute + tp + cp + pp + dp + ep
     flops = model_flops_per_token(params, layers, h, s_len) * tokens

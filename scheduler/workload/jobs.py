@@ -143,6 +143,10 @@ class Recipe:
         One of :data:`RECOMPUTE`.
     flash_attention : bool
         Fused attention (no ``s x s`` scores in HBM, causal half skipped).
+    pp_edge_layers_off : int
+        Transformer layers taken off each of the first and the last pipeline stages and given
+        to the middle ones, which the embedding and the logit layer load (Llama 3 report, sec.
+        3.3.2: one each); 0 (default) is Megatron-LM's even split.
     """
 
     micro_batch: int = 1
@@ -156,6 +160,7 @@ class Recipe:
     dp_overlap: float | None = None
     recompute: str = "none"
     flash_attention: bool = True
+    pp_edge_layers_off: int = 0
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -164,7 +169,7 @@ class Recipe:
             raise ValueError(f"recompute must be one of {RECOMPUTE}, not {self.recompute!r}")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"zero_stage must be 0, 1, 2 or 3, not {self.zero_stage!r}")
-        for name in ("micro_batch", "global_batch", "virtual_stages"):
+        for name in ("micro_batch", "global_batch", "virtual_stages", "pp_edge_layers_off"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
                     name == "micro_batch" and value < 1):

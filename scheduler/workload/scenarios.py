@@ -68,9 +68,11 @@ LLAMA3_BATCH_TOKENS = 16 * 2 ** 20
 """Global batch of Llama 3 405B's 8K stage, tokens: 16M at 8,192 and 16,384 GPUs (Table 4)."""
 
 LLAMA3_RECIPE = Recipe(global_batch=LLAMA3_BATCH_TOKENS // LLAMA3_405B.seq_len,
-                       schedule="interleaved", virtual_stages=4)
+                       schedule="interleaved", virtual_stages=4, pp_edge_layers_off=1)
 """Llama 3's recipe as far as published: 2,048 sequences of 8,192 per step (Table 4),
-interleaved pipeline (sec. 3.3.2); 4 virtual stages assumed (not published), as in the step
+interleaved pipeline with one Transformer layer taken off each of the first and the last
+stages to balance the embedding and the logit layer (sec. 3.3.2: 126 layers on 16 stages as
+7, 8 x 14, 7); 4 virtual stages assumed (not published), as in the step
 model's calibration (``step_model.HOPPER_GEMM``); ZeRO-1, sequence parallelism and overlap are
 :class:`~scheduler.workload.jobs.Recipe`'s defaults."""
 

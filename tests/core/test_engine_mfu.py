@@ -20,7 +20,12 @@ from scheduler.physics.step_time import step_breakdown
 from scheduler.simulate import Scenario, run_scenario
 from scheduler.workload.generator import llm_shape
 from scheduler.workload.jobs import DEFAULT_EFFICIENCY, Parallelism, Recipe, Transformer
-from scheduler.workload.scenarios import LLAMA3_405B, scaled_preset, scenario_workload
+from scheduler.workload.scenarios import (
+    LLAMA3_405B,
+    LLAMA3_RECIPE,
+    scaled_preset,
+    scenario_workload,
+)
 from tests.core.factories import HOUR, central_storage, job, run_engine, small_plan, workload
 
 LLAMA3_MFU = (0.38, 0.43)
@@ -231,13 +236,14 @@ def test_size_rule_grows_with_the_parameter_count():
 
 
 def test_llama3_shape_constant_matches_what_the_step_model_was_calibrated_with():
-    """The preset's shape is the one ``step_model.HOPPER_GEMM`` was fitted with (the same
-    Table 3 figures as ``tests/core/test_step_model.py``), so its calibration carries over."""
+    """The preset's shape and recipe are the ones ``step_model.HOPPER_GEMM`` was fitted with
+    (the same Table 3 figures as ``tests/core/test_step_model.py``, one layer off each edge
+    pipeline stage), so its calibration carries over."""
     from tests.core.test_step_model import llama3
 
     bd = llama3(16384, Parallelism(8, 16, 128), 8192, 16)
     job16k = replace(job(gpus=16384, hours=1.0), params_b=405.0,
                      parallelism=Parallelism(8, 16, 128), transformer=LLAMA3_405B,
-                     recipe=Recipe(global_batch=2048, virtual_stages=4))
+                     recipe=LLAMA3_RECIPE)
     ours = step_breakdown(job16k, get("H100-SXM"), gpus_per_node=8, nodes=2048)
     assert ours.mfu == pytest.approx(bd.mfu, rel=1e-9)

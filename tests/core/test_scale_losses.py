@@ -199,13 +199,19 @@ def test_validation_megascale_figure9_weak_scaling_loss(column):
     assert twin == pytest.approx(first.mfu[column] - last.mfu[column], abs=TREND_TOLERANCE)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the 530B runs of Figure 9 are 5-8 points slower than the twin (MegaScale 62 % against "
-    "54 %): their recomputation and memory settings are not published, and the same recipes "
-    "that hold Table 2's 175B rows within 3.2 points run this model too fast"))
-@pytest.mark.parametrize("column", list(COLUMNS))
+@pytest.mark.parametrize("column", [
+    "megatron",
+    pytest.param("megascale", marks=pytest.mark.xfail(strict=True, reason=(
+        "MegaScale's 530B runs of Figure 9 are 5.4-6.2 points slower than the twin (54 % "
+        "against 60 %) although its 175B rows of Table 2 hold within 3.7: the recomputation and "
+        "memory settings of the 530B runs are not published (8.2 points before the last "
+        "pipeline stage carried the logit layer)"))),
+])
 def test_validation_megascale_figure9_levels(column):
-    """Held out: each Figure 9 row within +-5 MFU points."""
+    """Held out: each Figure 9 row within +-5 MFU points.  With 3 layers per stage at PP 35
+    the last stage's logit layer (0.26 of a layer) makes it 8.7 % slower than the others,
+    which the step runs at (``step_model.stage_layers``); the Megatron-LM column comes within
+    3.9-4.2 points (it was 5.4-5.7 fast when the logit layer was spread over the stages)."""
     for row in FIGURE9:
         assert step(row, column).mfu == pytest.approx(row.mfu[column], abs=ROW_TOLERANCE)
 
