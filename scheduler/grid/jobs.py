@@ -2,7 +2,7 @@
 
 The location is kept beside :class:`~scheduler.workload.jobs.TrainingJob`, not in it: a new
 field on that class changes the pickled layout of every engine snapshot
-(``tests/fixtures/snapshots/layout-v5.json``, a format bump), while a place's engine never
+(``tests/fixtures/snapshots/layout-v6.json``, a format bump), while a place's engine never
 needs to know where a job's data came from.  The grid submits the plain job to the place it
 chose; the location is the grid's own business.
 """
