@@ -12,6 +12,7 @@ from twin.control import drills_api
 from twin.control import views as control_views
 from twin.metrics import views as metrics_views
 from twin.pages import entities as pages_entities
+from twin.pages import grid as pages_grid
 from twin.pages import incidents as pages_incidents
 from twin.pages import rack as pages_rack
 from twin.pages import views as pages_views
@@ -50,6 +51,11 @@ urlpatterns = [
     path("failures/", pages_views.failures, name="failures"),
     path("events/", pages_views.events, name="events"),
     path("drills/", pages_views.drills, name="drills"),
+    path("grids/", pages_grid.grids_page, name="grids"),
+    path("grids/<slug:name>/", pages_grid.grid_page, name="grid"),
+    path("grids/<slug:name>/drills", pages_grid.grid_drill_form, name="grid-drill"),
+    path("grids/<slug:name>/sites/<path:place>/", pages_grid.grid_site_page, name="grid-site"),
+    path("api/grids/<slug:name>/", pages_grid.api_grid, name="api-grid"),
     path("incidents/", pages_incidents.incidents_page, name="incidents"),
     path("incidents/<engine_id:pk>/", pages_incidents.incident_page, name="incident"),
     path("incidents/<engine_id:pk>/ack", pages_incidents.incident_ack_form, name="incident-ack"),

@@ -75,7 +75,8 @@ def drills_pending() -> list[dict]:
         Drill.objects.filter(pk=drill_id, status=DrillStatus.PENDING).update(
             status=DrillStatus.APPLIED, applied_at_sim=t_sim,
             outcome={"note": "applied before the engine restarted; its outcome was not kept"})
-    rows = Drill.objects.filter(status=DrillStatus.PENDING).order_by("pk")
+    rows = (Drill.objects.filter(status=DrillStatus.PENDING)
+            .exclude(kind__startswith="grid_").order_by("pk"))  # run_grid applies those
     return [{"command": "drill", "params": {"drill_id": pk, "kind": kind, "target": target,
                                             "params": params}}
             for pk, kind, target, params in rows.values_list("pk", "kind", "target", "params")]
