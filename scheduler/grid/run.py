@@ -7,15 +7,16 @@ from the database; a preset's plans come from :func:`scheduler.grid.places.plans
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
 from scheduler.grid.federation import Grid
 from scheduler.grid.placement import weights_of
 from scheduler.grid.places import plans_from_spec
-from scheduler.grid.presets import GRID_PRESETS, grid_workload
+from scheduler.grid.presets import GRID_PRESETS, grid_spec, grid_workload
 from scheduler.grid.report import grid_report
-from scheduler.hardware.grid_spec import GridSpec
+from scheduler.hardware.grid_spec import CloudRegionSpec, GridSpec
 
 
 def grid_preset(name: str = "grid") -> tuple[GridSpec, dict]:
@@ -25,6 +26,47 @@ def grid_preset(name: str = "grid") -> tuple[GridSpec, dict]:
                          f"{', '.join(GRID_PRESETS)}")
     spec = GRID_PRESETS[name]()
     return spec, plans_from_spec(spec)
+
+
+def grid_workload_for(spec: GridSpec, days: float, seed: int, *, load: float = 1.0) -> tuple:
+    """The ``grid`` preset's seeded workload (:func:`grid_workload`) on ``spec``'s places.
+
+    On a grid that has every place the preset's datasets live at (the preset itself, or the
+    preset written into the inventory) it is that workload unchanged.  On another grid each
+    dataset lives at the place of the same name, else at the place in the preset's position
+    (the preset's k-th site on the grid's k-th site, its k-th cloud region on the grid's
+    k-th, modulo their numbers; a grid without cloud regions takes them on its sites), and a
+    dataset kept in a jurisdiction is kept in its new home's.
+    """
+    jobs = grid_workload(days, seed, load=load)
+    places = spec.places()
+    if all(not g.data_site or g.data_site in places for g in jobs):
+        return jobs
+    preset = grid_spec()
+    home: dict[str, tuple[str, str]] = {}
+    for k, s in enumerate(preset.sites):
+        to = spec.sites[k % len(spec.sites)]
+        home[s.name] = (to.name, to.jurisdiction)
+    for k, c in enumerate(preset.clouds):
+        pool = spec.clouds or spec.sites
+        to = pool[k % len(pool)]
+        home[c.place] = (_place_of(to), to.jurisdiction)
+    for p in (*spec.sites, *spec.clouds):  # a place of the same name keeps its datasets
+        home[_place_of(p)] = (_place_of(p), p.jurisdiction)
+    out = []
+    for g in jobs:
+        if not g.data_site:
+            out.append(g)
+            continue
+        site, jurisdiction = home[g.data_site]
+        allowed = (jurisdiction,) if g.allowed else ()
+        out.append(dataclasses.replace(g, data_site=site, allowed=allowed))
+    return tuple(out)
+
+
+def _place_of(p) -> str:
+    """A site's or cloud region's place name."""
+    return p.place if isinstance(p, CloudRegionSpec) else p.name
 
 
 def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=None, *,
@@ -39,7 +81,8 @@ def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=N
         The grid and one plan per place; without them, the ``grid`` preset's (without
         ``plans``, a spec's own are built with :func:`plans_from_spec`).
     workload : iterable of GridJob, optional
-        Default: the ``grid`` preset's seeded workload (:func:`grid_workload`).
+        Default: the ``grid`` preset's seeded workload on the grid's places
+        (:func:`grid_workload_for`).
     days : float
         Simulated time, days (> 0).
     seed : int
@@ -72,7 +115,7 @@ def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=N
     elif plans is None:
         plans = plans_from_spec(spec)
     if workload is None:
-        workload = grid_workload(days, seed, load=load)
+        workload = grid_workload_for(spec, days, seed, load=load)
     grid = Grid(spec, plans, workload, seed=seed, policy=weights, replication_s=replication_s,
                 engine_options=engine_options, spot=spot)
     for place, at_s, duration_s in region_loss:

@@ -74,15 +74,44 @@ def _figures() -> dict[str, Figure]:
 
 FIGURES = _figures()
 
+GRID_FIGURES = {f.name: f for f in (
+    Figure("grid.cost_usd", "Grid cost (compute + egress)", "USD", "lower",
+           _get("summary", "cost", "total")),
+    Figure("grid.compute_cost_usd", "Grid compute cost", "USD", "lower",
+           _get("summary", "cost", "compute")),
+    Figure("grid.egress_usd", "WAN egress cost", "USD", "lower", _get("summary", "cost", "egress")),
+    Figure("grid.wait_mean_h", "Grid wait, mean", "h", "lower",
+           _get("summary", "wait_hours", "mean")),
+    Figure("grid.wait_p95_h", "Grid wait, p95", "h", "lower", _get("summary", "wait_hours", "p95")),
+    Figure("grid.moved_gb", "Moved for jobs (datasets + checkpoints)", "GB", "lower",
+           _get("summary", "moved_gb", "jobs")),
+    Figure("grid.replica_gb", "Moved as checkpoint replicas", "GB", None,
+           _get("summary", "moved_gb", "replicas")),
+    Figure("grid.wan_gb", "Moved over the WAN, all", "GB", "lower",
+           _get("summary", "moved_gb", "total")),
+    Figure("grid.data_move_h", "Waiting for data to move", "job-h", "lower",
+           _get("summary", "data_move", "job_hours")),
+    Figure("grid.jobs_completed", "Grid jobs completed", "jobs", "higher",
+           _get("summary", "jobs", "completed")),
+    Figure("grid.lost_h100_gpu_hours", "Work lost to region losses", "H100 GPU-h", "lower",
+           _get("summary", "region_loss", "lost_h100_gpu_hours")),
+    Figure("grid.mfu", "Grid MFU", "fraction", "higher", _get("mfu", "achieved")),
+)}
+"""What a grid study compares (:mod:`scheduler.study.grid`), read from its runs' grid reports
+(:mod:`scheduler.grid.report`); a grid study's default figures."""
+
 
 def figure_names() -> tuple[str, ...]:
     return tuple(FIGURES)
 
 
 def figure(name: str) -> Figure:
-    """A figure by name; ``wait_mean_h:TENANT`` and ``jct_mean_h:TENANT`` per tenant."""
+    """A figure by name; ``wait_mean_h:TENANT`` and ``jct_mean_h:TENANT`` per tenant;
+    ``grid.*`` a grid study's (:data:`GRID_FIGURES`)."""
     if name in FIGURES:
         return FIGURES[name]
+    if name in GRID_FIGURES:
+        return GRID_FIGURES[name]
     base, _, tenant = name.partition(":")
     what = {"wait_mean_h": "Queue wait, mean", "jct_mean_h": "Job completion time, mean"}[base]
     return Figure(name, f"{what} ({tenant})", "h", "lower",

@@ -14,11 +14,16 @@ import time
 
 from scheduler.simulate import Scenario, run_scenario
 from scheduler.study.figures import read_figures, study_extras
+from scheduler.study.grid import run_grid_arm
 
 
 def run_one(options: dict, seed: int, figures: list[str], *,
-            energy_price_usd_per_mwh: float | None = None) -> dict:
+            energy_price_usd_per_mwh: float | None = None, grid=None) -> dict:
     """Run ``Scenario(**options, seed=seed)``; return its figures and report.
+
+    An arm of a grid study (options naming a ``grid``) runs that grid instead
+    (:func:`scheduler.study.grid.run_grid_arm`); ``grid`` is an inventory grid's
+    ``(GridSpec, plans)``, read when its spec was checked (:attr:`StudySpec.grid`).
 
     Returns
     -------
@@ -32,6 +37,10 @@ def run_one(options: dict, seed: int, figures: list[str], *,
     (['jobs_completed', 'mfu'], 1)
     """
     started = time.perf_counter()
+    if "grid" in options:
+        out = run_grid_arm(options, seed, figures, grid=grid)
+        return {**out, "wall_s": round(time.perf_counter() - started, 3), "pid": os.getpid(),
+                "host": socket.gethostname()}
     engine, report = run_scenario(Scenario(**options, seed=int(seed)))
     report["study"] = study_extras(engine, report,
                                    energy_price_usd_per_mwh=energy_price_usd_per_mwh)

@@ -34,6 +34,7 @@ import yaml
 from scheduler.limits import checks
 from scheduler.limits.documents import DocumentError, text_read, yaml_compose, yaml_value
 from scheduler.simulate import Scenario
+from scheduler.study.grid import GridResolver, check_grid
 from scheduler.study.spec_checks import (
     ARM_FIELDS,
     MAX_RUNS,
@@ -92,6 +93,9 @@ class StudySpec:
     and the spec asks nothing (``checkpoint_intervals``)."""
     source: dict = field(default_factory=dict, compare=False)
     """The spec as written (JSON-safe), kept with the results."""
+    grid: tuple | None = field(default=None, compare=False, repr=False)
+    """A study on a grid of the inventory: its ``(GridSpec, plans)``, read when the spec was
+    checked and handed to every run (:mod:`scheduler.study.grid`); None otherwise."""
 
     @property
     def baseline(self) -> Arm:
@@ -156,14 +160,16 @@ def parse_text(text: str) -> tuple[dict, dict]:
 # ------------------------------------------------------------------ checking
 def check_spec(data: dict, lines: dict | None = None, *,
                base_dir: str | os.PathLike | None = None,
-               read_files: bool = True) -> StudySpec:
+               read_files: bool = True, grids: GridResolver | None = None) -> StudySpec:
     """``data`` (a parsed spec) checked into a :class:`StudySpec`; :class:`SpecError` else,
     with every mistake found, each at its line (``lines``, from :func:`parse_text`).
 
     Every arm's scenario is built and its cluster planned here, so a fabric the cluster's
     size cannot build fails before any run starts.  ``read_files=False`` (the web) refuses
     the fields that name files of this machine (``trace``, ``slurm_conf``, a failure
-    profile's ``.toml``) before anything looks at them.
+    profile's ``.toml``) before anything looks at them.  A spec naming a ``grid`` is a grid
+    study (:mod:`scheduler.study.grid`): a grid preset, or a grid of the inventory read by
+    ``grids`` (``name -> (GridSpec, plans, stored settings)``; without it only presets).
 
     Examples
     --------
@@ -182,6 +188,8 @@ def check_spec(data: dict, lines: dict | None = None, *,
     c = SpecChecker(lines or {}, None if base_dir is None else Path(base_dir), read_files)
     if not isinstance(data, dict):
         raise SpecError("the spec must be a mapping of fields (name, base, seeds, arms)")
+    if "grid" in data:
+        return _grid_spec(c, data, grids)
     c.fields((), data, TOP_FIELDS, "the spec")
     name = data.get("name")
     if not isinstance(name, str) or not NAME.match(name):
@@ -244,18 +252,31 @@ def check_spec(data: dict, lines: dict | None = None, *,
                      checkpoint_basis=basis, source=json.loads(json.dumps(data, default=str)))
 
 
+def _grid_spec(c: SpecChecker, data: dict, grids: GridResolver | None) -> StudySpec:
+    """A grid study (:func:`scheduler.study.grid.check_grid`), or every mistake at once."""
+    out = check_grid(c, data, grids)
+    if c.problems:
+        raise SpecError(problems=sorted(c.problems, key=lambda p: p.line or 0))
+    return StudySpec(name=out["name"], arms=tuple(Arm(*a) for a in out["arms"]),
+                     seeds=out["seeds"], figures=tuple(out["figures"]),
+                     description=out["description"],
+                     source=json.loads(json.dumps(data, default=str)), grid=out["grid"])
+
+
 def load_spec_text(text: str, *, base_dir: str | os.PathLike | None = None,
-                   origin: str = "spec", read_files: bool = True) -> StudySpec:
+                   origin: str = "spec", read_files: bool = True,
+                   grids: GridResolver | None = None) -> StudySpec:
     """A spec from its text; errors read ``ORIGIN: line N: ...`` (:func:`check_spec`)."""
     try:
         data, lines = parse_text(text)
-        return check_spec(data, lines, base_dir=base_dir, read_files=read_files)
+        return check_spec(data, lines, base_dir=base_dir, read_files=read_files, grids=grids)
     except SpecError as exc:
         raise exc.at(origin) from None
 
 
-def load_spec(path: str | os.PathLike) -> StudySpec:
-    """A spec file (YAML or JSON); a ``trace`` in it is read relative to the file."""
+def load_spec(path: str | os.PathLike, *, grids: GridResolver | None = None) -> StudySpec:
+    """A spec file (YAML or JSON); a ``trace`` in it is read relative to the file; ``grids``
+    reads a grid of the inventory a grid study names (:func:`check_spec`)."""
     p = Path(path)
     try:
         text = text_read(p, what="the spec", max_bytes=SPEC_MAX_BYTES)
@@ -265,4 +286,4 @@ def load_spec(path: str | os.PathLike) -> StudySpec:
         raise SpecError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{p}: cannot be read ({exc.__class__.__name__})") from None
-    return load_spec_text(text, base_dir=p.resolve().parent, origin=str(p))
+    return load_spec_text(text, base_dir=p.resolve().parent, origin=str(p), grids=grids)

@@ -230,14 +230,14 @@ def run_study(spec: StudySpec, out: str | os.PathLike, *, scheduler: str | None 
         for arm, seed in todo:
             try:
                 finish(arm, seed, run_one(arm.options, seed, figures,
-                                          energy_price_usd_per_mwh=price), "")
+                                          energy_price_usd_per_mwh=price, grid=spec.grid), "")
             except Exception as exc:  # noqa: BLE001 - one run's failure is recorded
                 finish(arm, seed, None, _one_line(exc))
     elif todo:
         where = scheduler or f"LocalCluster ({len(client.scheduler_info()['workers'])} workers)"
         try:
             _on_dask(client, todo, figures, price, finish, no_worker_s=no_worker_s,
-                     where=where, total=total,
+                     where=where, total=total, grid=spec.grid,
                      done=lambda: sum(r.status != "failed" for r in records))
         finally:
             _close(client, scheduler)
@@ -249,8 +249,9 @@ def run_study(spec: StudySpec, out: str | os.PathLike, *, scheduler: str | None 
 
 def _on_dask(client, todo: list[tuple[Arm, int]], figures: list[str], price: float | None,
              finish: Callable, *, no_worker_s: float, where: str, total: int,
-             done: Callable[[], int]) -> None:
-    """Send ``todo`` to the client's workers and ``finish`` each run as it comes back.
+             done: Callable[[], int], grid=None) -> None:
+    """Send ``todo`` to the client's workers and ``finish`` each run as it comes back
+    (``grid``: an inventory grid's ``(GridSpec, plans)`` for a grid study's runs).
 
     Between runs it watches the scheduler: no worker (or no scheduler) for ``no_worker_s``
     cancels what is left and raises :class:`StudyStopped`."""
@@ -264,7 +265,7 @@ def _on_dask(client, todo: list[tuple[Arm, int]], figures: list[str], price: flo
         runs[key] = (arm, seed)
         sent[key] = sent.get(key, 0) + 1
         return client.submit(run_one, arm.options, seed, figures,
-                             energy_price_usd_per_mwh=price, pure=False, key=key)
+                             energy_price_usd_per_mwh=price, grid=grid, pure=False, key=key)
 
     ac = as_completed([submit(a, s) for a, s in todo], loop=client.loop)
     lost: list[tuple[Arm, int]] = []

@@ -28,6 +28,7 @@ from scheduler.study.figures import whatif_figures
 from scheduler.study.spec import SpecError, StudySpec, check_spec, load_spec_text
 from scheduler.study.summary import summarise_values
 from twin import app_setting
+from twin.studies.grids import inventory_grid
 from twin.studies.models import Study, StudyRun, WhatIf
 from twin.studies.report import write_all
 from twin.studies.runner import RunRecord, StudyError, StudyOutcome, StudyStopped, run_study
@@ -53,8 +54,8 @@ def spec_check(*, text: str | None = None, data: dict | None = None) -> StudySpe
     server's files."""
     try:
         if text is not None:
-            return load_spec_text(text, origin="spec", read_files=False)
-        return check_spec(data, read_files=False)
+            return load_spec_text(text, origin="spec", read_files=False, grids=inventory_grid)
+        return check_spec(data, read_files=False, grids=inventory_grid)
     except SpecError as exc:
         raise ValidationError(exc.messages()) from None
 

@@ -12,12 +12,14 @@ from tqdm import tqdm
 from scheduler.fabric.dragonfly import max_groups
 from scheduler.fabric.fattree import fat_tree_capacity
 from scheduler.fabric.rail import rail_capacity
+from scheduler.grid.presets import GRID_PRESETS
 from scheduler.hardware.catalog import get as get_model
 from scheduler.hardware.cluster import NodeGroup, plan_cluster
 from scheduler.limits.bounds import CLUSTER_GPUS, RADIX, Bound
 from scheduler.presets import PRESETS, get_preset
 from twin.inventory.adapter import cluster_plan_write, plan_row_count
 from twin.inventory.models import Cluster
+from twin.management.grid_cli import grid_build
 from twin.management.one_line import OneLineCommand, output_path, output_write, refuse
 
 FABRICS = ("fat-tree", "dragonfly+", "rail", "dragonfly")
@@ -58,7 +60,9 @@ class Command(OneLineCommand):
     help = "Build a cluster's inventory (sites, racks, nodes, GPUs, fabric, storage)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}")
+        parser.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}; or "
+                            f"{', '.join(GRID_PRESETS)}: a grid of sites, cloud regions and "
+                            "WAN links (docs/grid_runs.md)")
         parser.add_argument("--fabric", help=f"custom cluster fabric: {', '.join(FABRICS)}")
         parser.add_argument("--radix", help="switch radix (alone: the full-size fabric)")
         parser.add_argument("--gpus", help="size the custom cluster to this many GPUs")
@@ -73,6 +77,8 @@ class Command(OneLineCommand):
         parser.add_argument("--json", metavar="PATH|-", help="write the summary as JSON")
 
     def handle(self, *args, **opts):
+        if opts["preset"] in GRID_PRESETS:
+            return grid_build(self, opts)
         if opts["if_empty"] and not opts["dry_run"] and Cluster.objects.exists():
             self.stdout.write("A cluster already exists; nothing to build.")
             return

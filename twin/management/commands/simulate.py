@@ -14,6 +14,7 @@ import sys
 
 from tqdm import tqdm
 
+from scheduler.grid.presets import GRID_PRESETS
 from scheduler.job_log import job_log_text
 from scheduler.limits import checks
 from scheduler.presets import PRESETS
@@ -24,6 +25,7 @@ from scheduler.simulate import MAX_DAYS, Scenario, ScenarioError, run_scenario
 from scheduler.workload.traces import TraceError
 from twin.inventory.adapter import cluster_plan_read
 from twin.inventory.models import Cluster
+from twin.management.grid_cli import grid_simulate, wants_grid
 from twin.management.one_line import OneLineCommand, checked, output_path, output_write, refuse
 
 CLUSTERS_LISTED = 20
@@ -200,7 +202,8 @@ class Command(OneLineCommand):
     def add_arguments(self, parser):
         # Values are parsed here, not by argparse, so every bad flag is one line and status 2.
         parser.add_argument("--preset", help=f"one of: {', '.join(PRESETS)} (required "
-                                             "without --cluster)")
+                                             "without --cluster); or "
+                                             f"{', '.join(GRID_PRESETS)}: a grid run")
         parser.add_argument("--cluster", metavar="NAME",
                             help="run this cluster of the inventory database (build_cluster, "
                                  "import_inventory) instead of a preset's; the workload is "
@@ -254,12 +257,29 @@ class Command(OneLineCommand):
         parser.add_argument("--load", metavar="X", default="1",
                             help="multiply the preset workload's arrival rates (saturate: > 1)")
         parser.add_argument("--json", metavar="PATH|-", help="write the report as JSON")
+        # a grid run (docs/grid_runs.md): --preset grid or --grid NAME, and these
+        parser.add_argument("--grid", metavar="NAME",
+                            help="run this grid of the inventory (its stored placement weights "
+                                 "and replication interval are the defaults)")
+        parser.add_argument("--grid-policy", metavar="cost|start|gravity|balanced|W,W,W",
+                            help="grid placement: a policy or the weights of cost, start and "
+                                 "data gravity")
+        parser.add_argument("--replication-s", metavar="SECONDS|never",
+                            help="how often checkpoints are copied off-site (grid runs)")
+        parser.add_argument("--region-loss", metavar="PLACE@HOURS[+DURATION_H]",
+                            action="append", help="a place of the grid goes dark HOURS into "
+                                                  "the run, for DURATION_H hours (default: to "
+                                                  "the end); repeatable")
 
     def execute(self, *args, **options):
         self._json_to_stdout = options.get("json") == "-"
         return super().execute(*args, **options)
 
     def handle(self, *args, **opts):
+        if wants_grid(opts):
+            return grid_simulate(self, opts, days=_days(opts["days"]),
+                                 seed=_integer("--seed", opts["seed"], minimum=0),
+                                 load=_load(opts["load"]))
         cluster = None if opts["cluster"] is None else _cluster(opts["cluster"])
         scenario = self._options(opts, cluster)
         json_path = output_path("--json", opts["json"])

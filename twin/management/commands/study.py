@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from scheduler.study.spec import SpecError, load_spec
 from twin.management.one_line import OneLineCommand, refuse
+from twin.studies.grids import inventory_grid
 from twin.studies.report import write_all
 from twin.studies.runner import StudyError, run_study
 
@@ -77,7 +78,7 @@ class Command(OneLineCommand):
 
     def handle(self, *args, **opts):
         try:
-            spec = load_spec(opts["spec"])
+            spec = load_spec(opts["spec"], grids=inventory_grid)
         except SpecError as exc:
             raise refuse(str(exc)) from None
         runs = spec.runs()
