@@ -44,7 +44,7 @@ from scheduler.study.spec_checks import ARM_FIELDS, MAX_RUNS, NAME, SpecChecker
 GRID_TOP_FIELDS = ("name", "description", "grid", "base", "seeds", "first_seed", "baseline",
                    "arms", "figures")
 GRID_FIELDS = ("days", "policy", "replication_s", "region_loss_rate", "region_loss_h", "load",
-               "spot")
+               "spot", "supply_cut")
 """What a grid study's ``base`` and an arm's ``set`` may name:
 
 ``days`` (simulated, > 0 and <= 366); ``policy``: ``cost``, ``start``, ``gravity``,
@@ -52,7 +52,9 @@ GRID_FIELDS = ("days", "policy", "replication_s", "region_loss_rate", "region_lo
 ``replication_s``: how often checkpoints go off-site, seconds, or ``never``;
 ``region_loss_rate``: region losses per place per day (random, seeded; 0: none);
 ``region_loss_h``: how long each lasts, hours; ``load``: the workload's arrival-rate factor;
-``spot``: clouds with a spot offer run on it."""
+``spot``: clouds with a spot offer run on it; ``supply_cut``: ``MODEL@HOURS[+DURATION_H]``, no
+more parts of an accelerator model of the grid from HOURS into the run, for DURATION_H hours
+(left out: to the end; :mod:`scheduler.grid.supply`), or ``none``."""
 PRESET_DEFAULTS = {"policy": "balanced", "replication_s": 3600.0}
 """A preset grid's placement and replication when the spec sets neither (an inventory grid's
 are its stored weights and interval)."""
@@ -107,7 +109,56 @@ def grid_value(name: str, value):
         return checks.number("load", value, above=0, at_most=100)
     if name == "spot":
         return checks.flag("spot", value)
+    if name == "supply_cut":
+        return _supply_cut(value)
     raise ValueError(f"unknown grid field {name!r}")
+
+
+def _supply_cut(value) -> list | None:
+    """``MODEL@HOURS[+DURATION_H]`` as ``[model, at_s, duration_s or None]`` (``none``: None).
+
+    >>> _supply_cut("h100-sxm@6+12")
+    ['H100-SXM', 21600.0, 43200.0]
+    """
+    if value in (None, "none"):
+        return None
+    form = f"supply_cut must be MODEL@HOURS[+DURATION_H] or none, not {value!r}"
+    if not isinstance(value, str):
+        raise ValueError(form)
+    model, at, when = value.rpartition("@")
+    hours, plus, duration = when.partition("+")
+    if not at or not model:
+        raise ValueError(form)
+    try:
+        name = get(model.strip()).name
+    except KeyError as exc:
+        raise ValueError(f"supply_cut: {exc.args[0]}") from None
+    at_h = checks.number("supply_cut hours", _float(hours, form), at_least=0,
+                         at_most=MAX_DAYS * 24.0)
+    dur_h = checks.number("supply_cut duration", _float(duration, form), above=0,
+                          at_most=MAX_DAYS * 24.0) if plus else None
+    return [name, at_h * 3600.0, None if dur_h is None else dur_h * 3600.0]
+
+
+def _float(text: str, form: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(form) from None
+
+
+def _cut_fits(c: SpecChecker, path: tuple, options: dict, name: str, inventory) -> None:
+    """An arm's supply cut names a model of its grid and starts within its days."""
+    cut = options.get("supply_cut")
+    if not cut:
+        return
+    grid = options["grid"]
+    plans = grid_preset(grid)[1] if options["source"] == "preset" else inventory[1]
+    if cut[0] not in {m.name for p in plans.values() for m in p.models}:
+        c.note(path, f"arm {name!r}: supply_cut: no place of grid {grid} has {cut[0]}")
+    if cut[1] >= options["days"] * 86400.0:
+        c.note(path, f"arm {name!r}: supply_cut starts after the run ends "
+                     f"({options['days']:g} days)")
 
 
 def grid_digest(spec, plans: dict) -> str:
@@ -209,6 +260,7 @@ def check_grid(c: SpecChecker, data: dict, grids: GridResolver | None) -> dict:
             if "days" not in options:
                 c.fail(("arms", i), f"arm {arm_name!r}: days missing (set in base or in every "
                                     "arm)")
+            _cut_fits(c, ("arms", i), options, arm_name, model)
             resolved.append((i, GridArm(arm_name, changes, options)))
     baseline = data.get("baseline", names[0] if names else None)
     if "baseline" in data and baseline not in names:
@@ -274,7 +326,8 @@ def run_grid_arm(options: dict, seed: int, figures, *, grid=None) -> dict:
                                       duration_s=options["region_loss_h"] * 3600.0, seed=seed)
     _, full = run_grid(spec, plans, days=options["days"], seed=int(seed),
                        policy=options["policy"], replication_s=options["replication_s"],
-                       load=options["load"], region_loss=losses, spot=options["spot"])
+                       load=options["load"], region_loss=losses, spot=options["spot"],
+                       supply_cuts=[options["supply_cut"]] if options.get("supply_cut") else ())
     report = {k: v for k, v in full.items() if k != "jobs"}
     report["scenario"]["region_loss_rate"] = options["region_loss_rate"]
     report["jobs"] = dict(full["summary"]["jobs"])

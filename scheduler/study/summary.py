@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler.stats import LEVEL, mean_ci, paired, verdict
 from scheduler.study.figures import Figure, figure
 from scheduler.study.spec import StudySpec
-from scheduler.study.stats import LEVEL, mean_ci, paired, verdict
 
 
 def summarise(spec: StudySpec, values: dict[tuple[str, int], dict[str, float | None]]) -> dict:

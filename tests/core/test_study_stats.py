@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from scheduler.stats import mean_ci, paired, verdict
 from scheduler.study.figures import Figure
-from scheduler.study.stats import mean_ci, paired, verdict
 from scheduler.study.summary import summarise_values
 
 
@@ -84,7 +84,7 @@ def test_the_interval_is_scipys_t_interval_of_the_mean():
 
 
 def test_a_difference_touching_zero_is_not_distinguishable_and_neutral_figures_read_lower():
-    from scheduler.study.stats import Interval
+    from scheduler.stats import Interval
 
     assert verdict(Interval(3, 1.0, 0.0, 2.0, 1.0), "higher") == "not distinguishable"
     assert verdict(Interval(3, -1.0, -2.0, 0.0, 1.0), "lower") == "not distinguishable"
