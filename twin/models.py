@@ -38,6 +38,8 @@ from twin.live.models import (  # noqa: F401
     EntitySample,
     GridState,
     GridStateSource,
+    GridWhatIf,
+    GridWhatIfStatus,
     HistorySample,
     LiveState,
 )

@@ -275,11 +275,30 @@ def end_drill(engine, *, drill_id, by: str = "") -> dict:
     return _end_drill(engine, drill_id, by)
 
 
+def supply_back(engine, *, model) -> dict:
+    """Parts for ``model`` come again after a supply cut (the ``supply_cut`` drill): its
+    spares swap in again and its repaired nodes parked for want of parts come back."""
+    names = [m.name for m in engine.plan.models]
+    if model not in names:
+        raise ValueError(f"accelerator model {model!r} is not in this cluster "
+                         f"({', '.join(names)})")
+    parked = engine.spares.mend(names.index(model))
+    for n in parked.tolist():  # the repair that parked it is done: one cause fewer
+        engine.reliability.node_back(n)
+    back = parked[engine.state.node_up[parked]] if parked.size else parked
+    engine.spares.refill(back)
+    engine.scheduler.wake()
+    engine.kernel.log("drill", f"supply of {model} back: {back.size} parked node(s) in service",
+                      drill="supply_cut", component=f"supply_cut {model}")
+    return {"model": model, "nodes_back": [int(n) for n in back.tolist()]}
+
+
 COMMANDS = {f.__name__: f for f in (drain_node, undrain_node, node_down, node_up,
                                      switch_down, switch_up, link_down, link_up, gpu_down,
                                      gpu_up, feed_down, feed_up, cooling_down, cooling_up,
                                      storage_down, storage_degraded, storage_up, set_policy,
-                                     inference_surge, submit_job, drill, end_drill)}
+                                     inference_surge, submit_job, drill, end_drill,
+                                     supply_back)}
 COMMANDS.update(JOB_ACTIONS)  # hold, release, cancel, requeue, priority: job_actions.py
 
 

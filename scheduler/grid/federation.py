@@ -6,7 +6,8 @@ place; the job's dataset (and, after a region loss, its latest off-site checkpoi
 there over the WAN first, and the job is submitted to that place's engine when the last byte
 has landed (plus a cloud's start-up delay): it holds no GPU while it waits, so the wait is the
 grid's to book (``data_move`` hours per job and place; the places' ledgers stay as they are).
-A gang never spans places: it runs whole in one engine.
+A gang never spans places: it runs whole in one engine, unless its job allows cross-site data
+parallelism (:mod:`scheduler.grid.cross_site`: its DP replicas split over two engines).
 
 Checkpoints go off-site every ``replication_s``: each running job's latest usable checkpoint is
 copied over the WAN to another live place it may run at (its data site first), and counts as
@@ -23,15 +24,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from scheduler.grid import cross_site
 from scheduler.grid.jobs import GridJob, check_jobs
 from scheduler.grid.placement import assess, weights_of
 from scheduler.grid.places import build_places, check_plans
+from scheduler.grid.supply import apply_cut, check_window, cut_models, held_by_cut, mend
 from scheduler.grid.wan import Wan
 from scheduler.hardware.grid_spec import GridSpec
 from scheduler.model.job_run import CANCELLED, DETECTING, DONE, DRAINING, PENDING, REJECTED, RUNNING
 
-ARRIVE, REPLICATE, DARK, LIGHT, CUT, MEND, SPOT = (
-    "arrive", "replicate", "dark", "light", "cut", "mend", "spot")
+ARRIVE, REPLICATE, DARK, LIGHT, CUT, MEND, SPOT, CROSS = (
+    "arrive", "replicate", "dark", "light", "cut", "mend", "spot", "cross")
+SUPPLY, RESUPPLY = "supply_cut", "supply_back"
 
 SPOT_CHECK_S = 600.0
 """How often spot gangs are drawn for interruption, s (each gang: a Poisson process of its
@@ -60,6 +64,9 @@ class JobState:
     lost_flops: float = 0.0           # compute thrown away by region losses
     restarts: list = field(default_factory=list)  # one dict per region loss it lived through
     reason: str = ""
+    split: object = None              # a cross-site job's current parts (cross_site.Split)
+    wan_exposed_s: float = 0.0        # cross-site: step time lost to the WAN exchange
+    wan_gradient_gb: float = 0.0      # cross-site: gradient GB sent over the WAN
 
 
 class Grid:
@@ -112,6 +119,7 @@ class Grid:
         self.now = 0.0
         self.jobs: dict[str, JobState] = {}
         self.log: list[dict] = []
+        self.cut_delayed: set[str] = set()  # jobs held while a supply cut ruled a place out
         self._copies: dict[str, set[str]] = {}
         self._tid_job: dict[int, tuple[str, str]] = {}  # transfer -> (job, what for)
         self._heap: list = []
@@ -125,6 +133,8 @@ class Grid:
             self._push(replication_s, REPLICATE, None)
         if any(p.spot and p.spec.spot_interruptions_per_hour > 0 for p in self.places.values()):
             self._push(SPOT_CHECK_S, SPOT, None)
+        if any(g.cross_site for g in jobs):
+            self._push(cross_site.CROSS_CHECK_S, CROSS, None)
 
     # ----------------------------------------------------------------- what placement reads
     def copies(self, dataset: str) -> set[str]:
@@ -138,8 +148,9 @@ class Grid:
         return self.jobs[name].remaining_flops
 
     def inbound_gpus(self, place: str) -> int:
-        return sum(js.gjob.job.gpus for js in self.jobs.values()
-                   if js.state == "moving" and js.place == place)
+        return sum(sum(p.gpus for p in js.split.parts if p.place == place) if js.split
+                   else js.gjob.job.gpus for js in self.jobs.values()
+                   if js.state == "moving" and (js.place == place or js.split))
 
     # ----------------------------------------------------------------- drills
     def region_loss(self, place: str, at_s: float, duration_s: float | None = None) -> None:
@@ -156,6 +167,19 @@ class Grid:
         self._push(at_s, CUT, (a, b))
         if duration_s is not None:
             self._push(at_s + duration_s, MEND, (a, b))
+
+    def supply_cut(self, model: str | None, at_s: float, duration_s: float | None = None, *,
+                   vendor: str | None = None) -> tuple[str, ...]:
+        """No more parts of ``model`` (with ``vendor``: of every model of that vendor in the
+        grid) from ``at_s`` for ``duration_s`` (``None``: for good): see
+        :mod:`scheduler.grid.supply`.  Returns the models cut; a model no place has is
+        refused now, in one line, and nothing is scheduled."""
+        models = cut_models(self, model, vendor)
+        check_window(at_s, duration_s)
+        self._push(at_s, SUPPLY, models)
+        if duration_s is not None:
+            self._push(at_s + duration_s, RESUPPLY, models)
+        return models
 
     # ----------------------------------------------------------------- the clock
     def _push(self, t: float, kind: str, payload) -> None:
@@ -174,16 +198,19 @@ class Grid:
             while self._heap and self._heap[0][0] <= te:
                 _, _, kind, payload = heapq.heappop(self._heap)
                 self._handle(kind, payload)
+            cross_site.refresh(self)
         self._advance(max(t_end, self.now))
 
     def _advance(self, t: float) -> None:
         for place in self.places.values():
             place.engine.run_until(t)
+        cross_site.account(self)
         landed = self.wan.advance(t)
         self.now = t
         for tr in landed:
             self._landed(tr)
         self._collect()
+        cross_site.refresh(self)
 
     def _handle(self, kind: str, payload) -> None:
         if kind == ARRIVE:
@@ -194,10 +221,23 @@ class Grid:
         elif kind == SPOT:
             self._reclaim_spot()
             self._push(self.now + SPOT_CHECK_S, SPOT, None)
+        elif kind == CROSS:
+            if payload is None:
+                cross_site.tick(self)
+                self._push(self.now + cross_site.CROSS_CHECK_S, CROSS, None)
+            else:
+                cross_site.costart(self, self.jobs[payload])
         elif kind == DARK:
             self._go_dark(payload)
         elif kind == LIGHT:
             self._light(payload)
+        elif kind in (SUPPLY, RESUPPLY):
+            hit = (apply_cut if kind == SUPPLY else mend)(self, payload)
+            self._note(kind, f"supply of {', '.join(payload)} "
+                             f"{'cut' if kind == SUPPLY else 'back'} at {len(hit)} place(s)",
+                       places=hit)
+            if kind == RESUPPLY:
+                self._retry_held()
         else:
             self.wan.set_link(*payload, up=kind == MEND)
             self._note(kind, f"WAN link {payload[0]}-{payload[1]} "
@@ -211,9 +251,13 @@ class Grid:
     # ----------------------------------------------------------------- placing
     def _place(self, js: JobState) -> None:
         verdict = assess(js.gjob, self)
+        if cross_site.try_place(self, js, verdict):
+            return
         if verdict.option is None:
             js.state = "held" if verdict.waits else "refused"
             js.reason = f"fits nowhere now: {verdict.why_not()}"
+            if js.state == "held" and held_by_cut(verdict.reasons):
+                self.cut_delayed.add(js.gjob.name)
             if js.state == "refused":
                 self._note("refused", f"{js.gjob.name} refused: {js.reason}", job=js.gjob.name)
             return
@@ -231,6 +275,8 @@ class Grid:
             self._submit(js)
 
     def _submit(self, js: JobState) -> None:
+        if js.split is not None:
+            return cross_site.submit(self, js)
         place = self.places[js.place]
         job = replace(js.gjob.job, work_flops=js.remaining_flops,
                       submit_s=self.now + place.startup_s)
@@ -265,6 +311,9 @@ class Grid:
         for js in self.jobs.values():
             if js.state != "placed":
                 continue
+            if js.split is not None:
+                cross_site.collect(self, js)
+                continue
             run = self.places[js.place].engine.runs[js.run_idx]
             if js.first_start_s is None and run.first_start is not None:
                 js.first_start_s = run.first_start
@@ -282,6 +331,8 @@ class Grid:
     # ----------------------------------------------------------------- checkpoints
     def _done_flops(self, js: JobState, *, saved: bool) -> float:
         """Work done so far (``saved``: up to its latest usable local checkpoint)."""
+        if js.split is not None:
+            return cross_site.done_flops(self, js, saved=saved)
         run = self.places[js.place].engine.runs[js.run_idx]
         done = js.gjob.job.work_flops - run.remaining_flops
         if run.state == RUNNING:
@@ -356,6 +407,7 @@ class Grid:
                 elif js.state == "moving":
                     js.move_tids.discard(tid)
                     moved.append(js)
+        moved += cross_site.go_dark(self, name)
         for js in self.jobs.values():
             if js.place == name and js.state == "placed":
                 self._evict(js, place)

@@ -23,7 +23,8 @@ class GridJob:
     ----------
     job : TrainingJob
         The gang, its work and checkpoint size; its ``submit_s`` is when it reaches the grid.
-        A gang never spans places: it runs whole at one site or cloud region.
+        A gang never spans places (it runs whole at one site or cloud region) unless
+        ``cross_site`` allows it.
     dataset : str
         The dataset's name (jobs naming the same dataset share its copies); empty: no data.
     data_site : str
@@ -35,6 +36,10 @@ class GridJob:
     stacks : tuple of str
         Software stacks it can run on (``"cuda"``, ``"rocm"`` ...); empty: any.  A place
         that names its stacks takes the job only if they share one.
+    cross_site : bool
+        Its DP replicas may be split over two places joined by the WAN, paying the gradient
+        exchange in its step time (:mod:`scheduler.grid.cross_site`); needs ``job.params_b``
+        to size the gradients.  Default ``False``: it runs whole at one place.
     """
 
     job: TrainingJob
@@ -43,6 +48,7 @@ class GridJob:
     dataset_gb: float = 0.0
     allowed: tuple[str, ...] = ()
     stacks: tuple[str, ...] = ()
+    cross_site: bool = False
 
     def __post_init__(self) -> None:
         if not (self.dataset_gb >= 0 and math.isfinite(self.dataset_gb)):
@@ -51,6 +57,12 @@ class GridJob:
         if self.dataset_gb > 0 and not (self.dataset and self.data_site):
             raise ValueError(f"grid job {self.job.name}: a dataset of {self.dataset_gb:g} GB "
                              "needs a name and the place that holds it")
+        if not isinstance(self.cross_site, bool):
+            raise ValueError(f"grid job {self.job.name}: cross_site is True or False, not "
+                             f"{self.cross_site!r}")
+        if self.cross_site and not self.job.params_b > 0:
+            raise ValueError(f"grid job {self.job.name}: cross-site data parallelism needs "
+                             "params_b > 0 to size the gradients it sends over the WAN")
 
     @property
     def name(self) -> str:

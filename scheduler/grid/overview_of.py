@@ -13,7 +13,8 @@ Per place, read from its own engine and the grid's books at ``grid.now``:
   at idle power, host share included) x PUE x $/kWh, down GPUs draw nothing;
 * ``wan_in_gb`` / ``wan_out_gb``: GB the WAN has delivered to / from it (booked when a
   transfer lands, or for its moved part when cancelled);
-* ``health``: ``down`` while the place is dark (a region loss), else ``ok``.
+* ``health``: ``down`` while the place is dark (a region loss), else ``ok``; ``note`` says
+  why (or that the place's supply of a model is cut, :mod:`scheduler.grid.supply`).
 
 Per WAN link its capacity, current load (the busier direction's summed transfer rates) and
 whether it is up; moves: every transfer under way, then the most recent landed ones.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.grid.overview import Overview, check_overview
+from scheduler.grid.supply import note as supply_note
 from scheduler.hardware.power import gpu_power_w, host_power_w
 from scheduler.model.job_run import PENDING, QUEUED
 
@@ -74,7 +76,8 @@ def place_row(grid, name: str) -> dict:
         "wan_in_gb": round(float(grid.wan.bytes_in[name]), 1),
         "wan_out_gb": round(float(grid.wan.bytes_out[name]), 1),
         "health": "down" if place.dark else "ok",
-        "note": (f"region lost at t={place.dark_since:.0f} s" if place.dark else ""),
+        "note": (f"region lost at t={place.dark_since:.0f} s" if place.dark
+                 else supply_note(place)),
     }
 
 

@@ -2,10 +2,12 @@
 
 Hard filters, each with its reason when a place is ruled out: sovereignty (the job's allowed
 places or jurisdictions), software stack, an accelerator the job accepts in a pool large
-enough for the whole gang (a gang never spans places), the place being up, and a WAN path
+enough for the whole gang (a gang never spans places here; a cross-site job that no place
+takes soon enough is split by :mod:`scheduler.grid.cross_site`), the place being up, and a WAN path
 from a copy of the job's data (and of its latest checkpoint, for a job restarting elsewhere).
 A job no place passes is refused with every place's reason; one ruled out only by something
-that passes (a dark place, a cut WAN) waits at the grid for it to change.
+that passes (a dark place, a cut WAN, a cloud region under a supply cut) waits at the grid for
+it to change.
 
 Three criteria rank the places that pass, each scaled by its largest value among them
 (0 is best) and summed with the operator's :class:`Weights`:
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from scheduler.grid.supply import refusal
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,11 @@ def assess(gjob, grid) -> Verdict:
             continue
         if place.dark:
             reasons[name] = "dark (region lost)"
+            waits = True
+            continue
+        cut = refusal(place, model)
+        if cut:
+            reasons[name] = cut
             waits = True
             continue
         need = _needs(gjob, name, grid)

@@ -107,6 +107,9 @@ class Place:
     spot: bool = False              # cloud: runs on spot instances (price and interruptions)
     spot_interruptions: int = 0
     runs: dict = field(default_factory=dict)   # engine run index -> grid job name
+    supply: dict = field(default_factory=dict)  # cut model -> its cut (scheduler.grid.supply)
+    supply_cut_s: float = 0.0       # hours of supply cut here, s (ended cuts)
+    refused_gpu_s: float = 0.0      # GPU-seconds of capacity the cuts withheld (ended cuts)
 
     @property
     def is_cloud(self) -> bool:

@@ -2,18 +2,21 @@
 
 Per place: GPUs, allocation (share of its GPU-time held by gangs), MFU (its own ledger), cost
 (energy at an owned site; GPU-hours held and start-ups at a cloud; egress charged to the place
-data left), bytes moved in and out over the WAN, and the data-move wait of the jobs that came
-to it.  Grid-wide: jobs, their wait (from reaching the grid to computing; a job that never
-started counts up to the end of the period), cost, moved bytes, and ``data_move`` hours: the
-time jobs spent waiting for their data to cross the WAN.  That time is booked here, at grid
-level, not in a place's GPU-second ledger: a job waiting for its data holds no GPU (it is
-submitted to its place once the data has landed), so no GPU-second of any place is spent on it.
+data left), bytes moved in and out over the WAN, the data-move wait of the jobs that came
+to it, and its supply-cut books (:func:`scheduler.grid.supply.place_books`; grid-wide: the
+jobs a cut delayed).  Grid-wide: jobs, their wait (from reaching the grid to computing; a job
+that never started counts up to the end of the period), cost, moved bytes, and ``data_move``
+hours: the time jobs spent waiting for their data to cross the WAN.  That time is booked
+here, at grid level, not in a place's GPU-second ledger: a job waiting for its data holds no
+GPU (it is submitted to its place once the data has landed), so no GPU-second of any place is
+spent on it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from scheduler.grid.supply import CUT_REASON, place_books
 from scheduler.model.ledger import INDEX
 
 _NOT_HELD = ("idle", "fragmented", "hot_spare", "down_for_repair")
@@ -53,6 +56,7 @@ def place_entry(grid, name: str) -> dict:
         "data_move_job_hours": _r(p.data_move_s / 3600.0),
         "spot_interruptions": p.spot_interruptions,
         "dark_hours": _r((p.dark_s + (grid.now - p.dark_since if p.dark else 0.0)) / 3600.0),
+        "supply_cut": place_books(p, grid.now),
         "ledger_gpu_hours": {k: v for k, v in led.gpu_hours().items() if v},
     }
 
@@ -68,6 +72,7 @@ def grid_report(grid, *, scenario: dict) -> dict:
     wan_total = sum(grid.wan.bytes_out.values())
     move_h = [js.move_wait_s / 3600.0 for js in jobs]
     sites = [place_entry(grid, n) for n in grid.places]
+    cross = [js for js in jobs if js.gjob.cross_site]
     compute_cost = sum(s["cost"] for s in sites)
     egress = sum(s["egress_cost"] for s in sites)
     return {
@@ -96,8 +101,18 @@ def grid_report(grid, *, scenario: dict) -> dict:
                                        for js in jobs),
                 "lost_h100_gpu_hours": _r(sum(js.lost_flops / _h100_rate(js) for js in jobs)
                                           / 3600.0)},
+            "supply_cut": {
+                "jobs_delayed": sum(js.gjob.name in grid.cut_delayed for js in jobs),
+                "jobs_waiting": sum(js.state == "held" and CUT_REASON in js.reason
+                                    for js in jobs)},
             "places_used": {n: sum(js.history.count(n) for js in jobs) for n in grid.places},
         },
+        **({"cross_site": {
+            "jobs": len(cross), "split": sum(bool(js.wan_gradient_gb > 0) for js in cross),
+            "wan_exposed_job_hours": _r(sum(js.wan_exposed_s for js in cross) / 3600.0),
+            "gradient_gb": _r(kinds.get("gradient", 0.0), 1),
+            "booked": "gradient bytes are in the places' wan_in_gb/wan_out_gb, egress and "
+                      "moved_gb.total"}} if cross else {}),
         "refused": {js.gjob.name: js.reason for js in jobs if js.state == "refused"},
         "jobs": [job_entry(grid, js) for js in jobs],
     }
@@ -106,11 +121,17 @@ def grid_report(grid, *, scenario: dict) -> dict:
 def job_entry(grid, js) -> dict:
     """One grid job: where it ran, how long it waited and for its data, what it moved."""
     start = js.first_start_s
-    return {"name": js.gjob.name, "state": js.state, "gpus": js.gjob.job.gpus,
+    entry = {"name": js.gjob.name, "state": js.state, "gpus": js.gjob.job.gpus,
             "places": list(js.history),
             "wait_hours": None if start is None else _r((start - js.gjob.job.submit_s) / 3600),
             "data_move_hours": _r(js.move_wait_s / 3600.0), "moved_gb": _r(js.moved_gb, 1),
             "lost_h100_gpu_hours": _r(js.lost_flops / _h100_rate(js) / 3600.0)}
+    if js.gjob.cross_site:  # only cross-site jobs carry these: other reports stay as they were
+        entry.update({"cross_site": True,
+                      "parts": [[p.place, p.gpus] for p in js.split.parts] if js.split else [],
+                      "wan_exposed_hours": _r(js.wan_exposed_s / 3600.0, 4),
+                      "wan_gradient_gb": _r(js.wan_gradient_gb, 1)})
+    return entry
 
 
 def _h100_rate(js) -> float:

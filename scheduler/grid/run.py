@@ -71,7 +71,7 @@ def _place_of(p) -> str:
 
 def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=None, *,
              days: float, seed: int = 0, policy="cost", replication_s: float | None = 3600.0,
-             load: float = 1.0, region_loss=(), wan_cuts=(),
+             load: float = 1.0, region_loss=(), wan_cuts=(), supply_cuts=(),
              engine_options: dict | None = None, spot: bool = False) -> tuple[Grid, dict]:
     """Run a grid for ``days``; the grid at the end and its report.
 
@@ -97,6 +97,8 @@ def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=N
         Places that go dark.
     wan_cuts : iterable of (a, b, at_s, duration_s or None)
         WAN links that are cut.
+    supply_cuts : iterable of (model, at_s, duration_s or None)
+        Accelerator models whose supply is cut (:meth:`Grid.supply_cut`).
     engine_options : dict, optional
         Passed to every place's engine (e.g. ``{"failures": True}``).
     spot : bool
@@ -122,6 +124,8 @@ def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=N
         grid.region_loss(place, at_s, duration_s)
     for a, b, at_s, duration_s in wan_cuts:
         grid.wan_cut(a, b, at_s, duration_s)
+    for model, at_s, duration_s in supply_cuts:
+        grid.supply_cut(model, at_s, duration_s)
     grid.run_until(days * 86400.0)
     scenario = {"grid": spec.name, "days": days, "seed": seed,
                 "policy": policy if isinstance(policy, str) else "weights",
@@ -130,6 +134,7 @@ def run_grid(spec: GridSpec | None = None, plans: dict | None = None, workload=N
                 "replication_s": replication_s, "load": load, "spot": spot,
                 "region_loss": [list(x) for x in region_loss],
                 "wan_cuts": [list(x) for x in wan_cuts],
+                "supply_cuts": [list(x) for x in supply_cuts],
                 "places": list(spec.places())}
     report = grid_report(grid, scenario=scenario)
     report["wall_seconds"] = round(time.perf_counter() - started, 3)

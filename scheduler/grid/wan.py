@@ -65,6 +65,7 @@ class Wan:
         self.bytes_in = dict.fromkeys(places, 0.0)
         self.egress_cost = dict.fromkeys(places, 0.0)  # charged to the place data left
         self.bytes_by_kind: dict[str, float] = {}   # GB by what they moved for (tag's head)
+        self.streams: dict[int, Transfer] = {}   # standing flows (cross-site gradients)
         self._next_tid = 0
 
     # ----------------------------------------------------------------- paths
@@ -100,7 +101,7 @@ class Wan:
         if found is None:
             return None
         units, latency = found
-        sharing = [sum(1 for t in self.transfers.values()
+        sharing = [sum(1 for t in (*self.transfers.values(), *self.streams.values())
                        if t.units is not None and t.lands_s is None and u in t.units)
                    for u in units]
         gbps = min(self.capacity[u] / (s + 1) for u, s in zip(units, sharing, strict=True))
@@ -123,6 +124,32 @@ class Wan:
         self._rerate()
         return t
 
+    def stream(self, src: str, dst: str, tag: str = "") -> Transfer:
+        """A standing flow from ``src`` to ``dst`` (a cross-site job's gradient exchange):
+        it takes its max-min share of every unit on its path like a transfer but never
+        drains; its bytes are booked by :meth:`book_stream` as they cross."""
+        if src not in self.bytes_out or dst not in self.bytes_out or src == dst:
+            raise ValueError(f"a WAN stream joins two different places, not {src}->{dst}")
+        found = self.path(src, dst)
+        price = 0.0 if found is None else float(sum(self.egress[u] for u in found[0]))
+        t = Transfer(self._next_tid, src, dst, 0.0, tag, self.now, price, 0.0)
+        if found is not None:
+            t.units, t.latency_s = found
+        self._next_tid += 1
+        self.streams[t.tid] = t
+        self._rerate()
+        return t
+
+    def book_stream(self, tid: int, gb: float) -> None:
+        """``gb`` GB crossed on stream ``tid`` (bytes in and out, egress, by kind)."""
+        t = self.streams[tid]
+        t.gb += gb
+        self._book(t, gb)
+
+    def end_stream(self, tid: int) -> None:
+        if self.streams.pop(tid, None) is not None:
+            self._rerate()
+
     def cancel(self, tid: int) -> Transfer:
         """Stop a transfer now; its moved part is booked."""
         t = self.transfers.pop(tid)
@@ -138,8 +165,9 @@ class Wan:
         self.bytes_by_kind[kind] = self.bytes_by_kind.get(kind, 0.0) + gb
 
     def _rerate(self) -> None:
-        moving = [t for t in self.transfers.values() if t.units is not None and t.lands_s is None]
-        for t in self.transfers.values():
+        moving = [t for t in (*self.transfers.values(), *self.streams.values())
+                  if t.units is not None and t.lands_s is None]
+        for t in (*self.transfers.values(), *self.streams.values()):
             t.rate_gbps = 0.0
         if not moving:
             return
@@ -198,7 +226,7 @@ class Wan:
         """Cut (``up=False``) or restore the link between ``a`` and ``b``; the transfers that
         are still moving take the best path there is now (or stall)."""
         self.up[self._link(a, b)] = up
-        for t in self.transfers.values():
+        for t in (*self.transfers.values(), *self.streams.values()):
             if t.lands_s is None:
                 found = self.path(t.src, t.dst)
                 t.units, t.latency_s = (None, 0.0) if found is None else found

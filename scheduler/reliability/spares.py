@@ -25,6 +25,15 @@ class SparePool:
         """No more parts for ``model``: its spares are frozen and its repairs wait."""
         self.cut_models.add(int(model))
 
+    def mend(self, model: int) -> np.ndarray:
+        """Parts for ``model`` again: its spares swap in; returns its parked nodes (the
+        caller brings them back) and forgets them."""
+        m = int(model)
+        self.cut_models.discard(m)
+        mine = [n for n in self.parked if self.state.node_model[n] == m]
+        self.parked = [n for n in self.parked if self.state.node_model[n] != m]
+        return np.array(mine, dtype=np.int64)
+
     def swap(self, old: Placement, bad: np.ndarray) -> Placement | None:
         """``old`` with its failed nodes replaced by spares (same pod first), or ``None``."""
         if old.model in self.cut_models:

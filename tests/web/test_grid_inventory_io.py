@@ -36,9 +36,9 @@ def exported(db):
 
 
 def wipe() -> None:
+    Grid.objects.all().delete()  # first: a member cluster its WAN links name is not deleted
     for cluster in Cluster.objects.all():
         cluster_delete(cluster=cluster)
-    Grid.objects.all().delete()
 
 
 def write(tmp_path, doc) -> str:

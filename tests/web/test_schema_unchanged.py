@@ -16,12 +16,12 @@ TABLES = {
     "twin_livestate", "twin_node", "twin_powerfeed",
     "twin_rack", "twin_silence", "twin_site", "twin_storagesystem", "twin_study", "twin_studyrun",
     "twin_switch", "twin_whatif", "twin_grid", "twin_gridcloudregion", "twin_wanlink",
-    "twin_gridstate", "twin_sitemirror",
+    "twin_gridstate", "twin_sitemirror", "twin_gridwhatif",
 }
 """The tables of the release before the packages (ddaa64d), by name, and those added since
 (``twin_silence``, ``twin_entitysample`` and ``twin_entitychunk``: issue 27; ``twin_grid``,
-``twin_gridcloudregion``, ``twin_wanlink``, ``twin_gridstate`` and ``twin_sitemirror``:
-issue 30)."""
+``twin_gridcloudregion``, ``twin_wanlink``, ``twin_gridstate``, ``twin_sitemirror`` and
+``twin_gridwhatif``: issue 30)."""
 
 
 def test_every_model_keeps_its_app_label_and_table():

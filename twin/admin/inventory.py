@@ -12,6 +12,8 @@ from django.urls import reverse
 from twin.admin.base import FastChangelist, action_report
 from twin.admin.live_pages import LivePage, live_ids, node_url, page_of, rack_url, switch_url
 from twin.control import edits
+from twin.inventory.adapter import cluster_delete
+from twin.inventory.grid_membership import delete_refusal
 from twin.inventory.models import (
     Accelerator,
     AcceleratorModel,
@@ -47,6 +49,20 @@ class ClusterAdmin(admin.ModelAdmin):
         """The overview, for the cluster the twin shows."""
         ids = live_ids()
         return reverse("home") if ids is not None and ids.cluster.pk == obj.pk else None
+
+    def get_deleted_objects(self, objs, request):
+        """A site of a grid that WAN links name cannot go: the delete page lists why (as
+        Django lists protected rows) and offers no confirmation."""
+        deleted, counts, perms, protected = super().get_deleted_objects(objs, request)
+        refusals = [why for why in map(delete_refusal, objs) if why]
+        return deleted, counts, perms, [*protected, *refusals]
+
+    def delete_model(self, request, obj) -> None:
+        cluster_delete(cluster=obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for cluster in queryset:
+            cluster_delete(cluster=cluster)
 
 
 @admin.register(Site)

@@ -54,6 +54,7 @@ urlpatterns = [
     path("grids/", pages_grid.grids_page, name="grids"),
     path("grids/<slug:name>/", pages_grid.grid_page, name="grid"),
     path("grids/<slug:name>/drills", pages_grid.grid_drill_form, name="grid-drill"),
+    path("grids/<slug:name>/whatifs", pages_grid.grid_whatif_form, name="grid-whatif"),
     path("grids/<slug:name>/sites/<path:place>/", pages_grid.grid_site_page, name="grid-site"),
     path("api/grids/<slug:name>/", pages_grid.api_grid, name="api-grid"),
     path("incidents/", pages_incidents.incidents_page, name="incidents"),

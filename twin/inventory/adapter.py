@@ -16,6 +16,7 @@ from django.db import transaction
 from scheduler.fabric.topology import LINK_KINDS, TIERS, Fabric
 from scheduler.hardware.catalog import CATALOG
 from scheduler.hardware.cluster import CloudPoolSpec, ClusterPlan, NodeShape, StorageSpec
+from twin.inventory.grid_membership import membership_keep, membership_restore
 from twin.inventory.models import (
     Accelerator,
     AcceleratorModel,
@@ -80,12 +81,14 @@ def plan_row_count(plan: ClusterPlan) -> int:
 @transaction.atomic
 def cluster_plan_write(plan: ClusterPlan, *, replace: bool = False,
                        progress: Progress = _noop) -> Cluster:
-    """Write a plan as a new cluster; refuse an existing name unless ``replace``."""
+    """Write a plan as a new cluster; refuse an existing name unless ``replace`` (a replaced
+    grid site stays in its grid, with its grid attributes and mirror)."""
     existing = Cluster.objects.filter(name=plan.name)
+    kept = None
     if existing.exists():
         if not replace:
             raise ValueError(f"cluster {plan.name!r} already exists; pass --replace to rebuild it")
-        cluster_delete(cluster=existing.get())
+        kept = cluster_delete(cluster=existing.get(), successor=plan.name)
     models = accelerator_models_sync()
     # switch ports no GPU is cabled to (the fabric's spare endpoints), per leaf
     spare = np.bincount(plan.fabric.endpoint_leaf[plan.n_gpus:],
@@ -180,11 +183,18 @@ def cluster_plan_write(plan: ClusterPlan, *, replace: bool = False,
                     price_per_gpu_hour=c.price_per_gpu_hour,
                     provisioning_delay_s=c.provisioning_delay_s)
         for c in plan.cloud_pools)
+    membership_restore(cluster=cluster, kept=kept)
     return cluster
 
 
-def cluster_delete(*, cluster: Cluster) -> None:
-    """Delete a cluster and everything in it, table by table (no per-row cascades)."""
+def cluster_delete(*, cluster: Cluster, successor: str | None = None) -> dict:
+    """Delete a cluster and everything in it, table by table (no per-row cascades).
+
+    A site of a grid that WAN links name is refused (``ValueError``, one line, nothing
+    deleted) unless ``successor``, the cluster replacing it, has its name.  Returns its grid
+    membership (:func:`~twin.inventory.grid_membership.membership_keep`) for the successor.
+    """
+    kept = membership_keep(cluster=cluster, successor=successor)
     Link.objects.filter(cluster=cluster)._raw_delete(Link.objects.db)
     halls = DataHall.objects.filter(site__cluster=cluster)
     nodes = Node.objects.filter(rack__hall__in=halls)
@@ -193,6 +203,7 @@ def cluster_delete(*, cluster: Cluster) -> None:
     Switch.objects.filter(cluster=cluster)._raw_delete(Switch.objects.db)
     Rack.objects.filter(hall__in=halls)._raw_delete(Rack.objects.db)
     cluster.delete()
+    return kept
 
 
 def cluster_arrays_read(*, cluster: Cluster) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ from twin.inventory.adapter import (
     cluster_delete,
     cluster_plan_read,
 )
+from twin.inventory.grid_membership import membership_restore
 from twin.inventory.importer import Checked, Inventory, InventoryError, inventory_check
 from twin.inventory.models import Accelerator, Cluster, DataHall, Link, Node, Rack, Site, Switch
 
@@ -18,8 +19,9 @@ BATCH = 5000
 
 
 def _write(ok: Checked) -> Cluster:
-    if ok.replaces is not None:
-        cluster_delete(cluster=ok.replaces)
+    kept = None
+    if ok.replaces is not None:  # a grid site stays in its grid (twin.inventory.grid_membership)
+        kept = cluster_delete(cluster=ok.replaces, successor=ok.cluster["name"])
     models = accelerator_models_sync()
     free = [[i, sw["free_ports"]] for i, sw in enumerate(ok.switches) if sw["free_ports"]]
     c = ok.cluster
@@ -74,6 +76,7 @@ def _write(ok: Checked) -> Cluster:
         raise InventoryError([f"the imported cluster cannot run: {exc}"]) from None
     cluster.summary = plan.summary()
     cluster.save(update_fields=["summary"])
+    membership_restore(cluster=cluster, kept=kept, site=False)
     return cluster
 
 

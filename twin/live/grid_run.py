@@ -40,7 +40,8 @@ from twin.inventory.grid import grid_settings_read, grid_spec_read
 from twin.live.grid_drills import GRID_DRILL_KINDS
 from twin.live.models import Drill, DrillStatus, GridState, GridStateSource
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+"""2: places and the grid carry supply-cut books (an older snapshot starts afresh)."""
 DATASET_GB = 2_000.0
 """Each place's dataset, GB (an assumption: a mid-sized training corpus shard)."""
 MEAN_JOB_H = 5.5
@@ -168,7 +169,14 @@ class LiveGrid:
             applied += ok
         if applied:
             self.step(0.0)  # the event fires at now: apply it before the next frame
+        self.whatifs_serve()
         return applied
+
+    def whatifs_serve(self) -> int:
+        """Start this grid's pending simulated what-ifs, each on a fork taken now, in a
+        thread (:mod:`twin.live.grid_whatif`); run_grid reaches it between two frames."""
+        from twin.live.grid_whatif import grid_whatifs_serve_live
+        return grid_whatifs_serve_live(self)
 
     def _apply(self, drill) -> tuple[bool, dict]:
         params = drill.params or {}
@@ -177,6 +185,9 @@ class LiveGrid:
             if drill.kind == "grid_region_loss":
                 self.grid.region_loss(drill.target, self.grid.now, duration)
                 what = f"{drill.target} dark"
+            elif drill.kind == "grid_supply_cut":
+                models = self.grid.supply_cut(drill.target, self.grid.now, duration)
+                what = f"supply of {', '.join(models)} cut"
             else:
                 self.grid.wan_cut(params["a"], params["b"], self.grid.now, duration)
                 what = f"WAN link {params['a']}-{params['b']} cut"

@@ -231,3 +231,32 @@ class GridState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.grid} ({self.source})"
+
+
+class GridWhatIfStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+
+
+class GridWhatIf(models.Model):
+    """A staff what-if on a grid (issue 30, docs/grid_whatif.md): ``params`` (source,
+    horizon, seeds, change) checked when asked; ``result`` the JSON of
+    :func:`scheduler.grid.whatif.what_if` (or ``{"error": ...}`` when it failed)."""
+
+    grid = models.ForeignKey("twin.Grid", on_delete=models.CASCADE, related_name="whatifs")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True,
+                                     on_delete=models.SET_NULL, related_name="grid_whatifs")
+    params = models.JSONField(default=dict)
+    status = models.CharField(max_length=8, choices=GridWhatIfStatus.choices,
+                              default=GridWhatIfStatus.PENDING)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"grid what-if #{self.pk} on {self.grid_id} ({self.status})"

@@ -16,6 +16,7 @@ import time
 from django.db import transaction
 
 from scheduler.grid.placement import POLICIES
+from scheduler.grid.places import check_plans
 from scheduler.grid.presets import GRID_PRESETS
 from scheduler.grid.run import grid_preset, run_grid
 from scheduler.limits import checks
@@ -29,7 +30,7 @@ GRIDS_LISTED = 20
 MOVES_LISTED = 20
 """Most jobs the printed summary lists as moved between places."""
 
-SIMULATE_GRID_FLAGS = ("grid_policy", "replication_s", "region_loss")
+SIMULATE_GRID_FLAGS = ("grid_policy", "replication_s", "region_loss", "supply_cut")
 """``simulate``'s flags that only a grid run takes."""
 SIMULATE_CLUSTER_FLAGS = {
     "cluster": None, "policy": "default", "placement": None, "gpus": None, "trace": None,
@@ -38,7 +39,8 @@ SIMULATE_CLUSTER_FLAGS = {
     "warmup_s": None, "spares": None, "physics": "on", "fabric": None,
     "oversubscription": None, "load_balance": "spread"}
 """``simulate``'s flags (with their defaults) that shape one cluster's run, not a grid's."""
-GRID_TAKES = "--days, --seed, --load, --grid-policy, --replication-s, --region-loss and --json"
+GRID_TAKES = ("--days, --seed, --load, --grid-policy, --replication-s, --region-loss, "
+              "--supply-cut and --json")
 
 
 def _flag(name: str) -> str:
@@ -213,6 +215,38 @@ def region_losses(raws, places: tuple[str, ...], days: float) -> list[tuple]:
     return out
 
 
+def supply_cuts(raws, models: tuple[str, ...], days: float) -> list[tuple]:
+    """``--supply-cut MODEL@HOURS[+DURATION_H]`` (repeatable) as ``(model, at_s, duration_s
+    or None)``: no more parts of MODEL (an accelerator model of the grid's places) from
+    HOURS into the run, for DURATION_H hours (left out: to the end)."""
+    out = []
+    for raw in raws or ():
+        model, at, when = raw.rpartition("@")
+        if not at or not model:
+            raise refuse(f"--supply-cut must be MODEL@HOURS or MODEL@HOURS+DURATION_H, not "
+                         f"{raw!r}")
+        found = [m for m in models if m.lower() == model.lower()]
+        if not found:
+            raise refuse(f"--supply-cut {raw!r}: no place of the grid has accelerator model "
+                         f"{model!r}; models: {', '.join(models)}")
+        hours, plus, duration = when.partition("+")
+        at_h = checked(checks.number_from_text, "--supply-cut hours", hours, at_least=0,
+                       below=days * 24.0, expect=f"hours in [0, {days * 24.0:g}) (within "
+                       "the run)", unparsable="hours")
+        dur_h = None
+        if plus:
+            dur_h = checked(checks.number_from_text, "--supply-cut duration", duration,
+                            above=0, at_most=MAX_DAYS * 24.0, expect="hours > 0",
+                            unparsable="hours")
+        out.append((found[0], at_h * 3600.0, None if dur_h is None else dur_h * 3600.0))
+    return out
+
+
+def _models(plans: dict) -> tuple[str, ...]:
+    """The accelerator models of a grid's places, by name."""
+    return tuple(sorted({m.name for plan in plans.values() for m in plan.models}))
+
+
 def _inventory_grid(name: str) -> Grid:
     grid = Grid.objects.filter(name=name).first()
     if grid is None:
@@ -249,12 +283,14 @@ def grid_simulate(cmd, opts: dict, *, days: float, seed: int, load: float) -> No
         spec, plans = grid_preset(opts["preset"])
         defaults, source = ("balanced", 3600.0), "preset"
     losses = region_losses(opts["region_loss"], spec.places(), days)
+    cuts = supply_cuts(opts.get("supply_cut"), _models(check_plans(spec, plans)), days)
     json_path = output_path("--json", opts["json"])
     policy = defaults[0] if policy is None else policy
     interval = defaults[1] if interval is ... else interval
     try:
         _, report = run_grid(spec, plans, days=days, seed=seed, policy=policy,
-                             replication_s=interval, load=load, region_loss=losses)
+                             replication_s=interval, load=load, region_loss=losses,
+                             supply_cuts=cuts)
     except ValueError as exc:
         raise refuse(str(exc)) from None
     report["scenario"]["source"] = source
@@ -284,6 +320,9 @@ def grid_summary_lines(r: dict) -> list[str]:
     losses = "".join(f"; region loss {p} at {at / 3600:g} h "
                      + ("to the end" if d is None else f"for {d / 3600:g} h")
                      for p, at, d in sc["region_loss"])
+    losses += "".join(f"; supply of {m} cut at {at / 3600:g} h "
+                      + ("to the end" if d is None else f"for {d / 3600:g} h")
+                      for m, at, d in sc.get("supply_cuts", ()))
     out = [f"grid {sc['grid']} ({sc.get('source', 'preset')}): {len(r['sites'])} places; "
            f"days {sc['days']:g}, seed {sc['seed']}, load {sc['load']:g}, {_policy_text(sc)}, "
            f"{rep}{losses}", "", "Sites and cloud regions"]
@@ -319,6 +358,10 @@ def grid_summary_lines(r: dict) -> list[str]:
         ("region loss: jobs hit / restarted / from checkpoint",
          f"{rl['jobs_hit']:,} / {rl['restarted']:,} / {rl['from_checkpoint']:,}"),
         ("region loss: lost H100 GPU-hours", _num(rl["lost_h100_gpu_hours"])),
+        ("supply cut: jobs delayed / still waiting",
+         f"{sm['supply_cut']['jobs_delayed']:,} / {sm['supply_cut']['jobs_waiting']:,}"),
+        ("supply cut: capacity refused GPU-hours",
+         _num(sum(s["supply_cut"]["capacity_refused_gpu_hours"] for s in r["sites"]))),
         ("wall seconds", _num(r["wall_seconds"])),
     ])
     moved = [x for x in r["jobs"] if len(x["places"]) > 1]

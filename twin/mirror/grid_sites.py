@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin.mirror.errors import MAX_BYTES, SourceError, json_load
@@ -67,6 +67,24 @@ class SiteReading:
     queued_jobs: int
     queued_gpus: int
     read_at: float
+    jobs: tuple = field(default=(), repr=False, compare=False)
+    """Running and pending jobs for a what-if (:func:`job_rows`); not in the Overview."""
+
+
+def job_rows(jobs: list[SlurmJob], read_at: float) -> tuple[dict, ...]:
+    """Running and pending jobs as a grid what-if starts them
+    (:func:`scheduler.grid.mirror_start.grid_from_mirror`): id, state, GPUs, elapsed and time
+    limit, seconds (``None`` where Slurm said nothing).  Jobs without GPUs are left out."""
+    out = []
+    for j in jobs:
+        state = "running" if j.state in HOLDING else "pending" if j.state in QUEUED else None
+        if state is None or j.gpus < 1:
+            continue
+        elapsed = (max(0.0, read_at - j.start_time) if state == "running" and j.start_time
+                   else None)
+        out.append({"job_id": j.job_id, "state": state, "gpus": int(j.gpus),
+                    "elapsed_s": elapsed, "time_limit_s": j.time_limit_s})
+    return tuple(out)
 
 
 def summarise(nodes: dict[str, SlurmNode], jobs: list[SlurmJob], read_at: float
@@ -87,7 +105,7 @@ def summarise(nodes: dict[str, SlurmNode], jobs: list[SlurmJob], read_at: float
     allocated = sum(j.gpus for j in jobs if j.state in HOLDING)
     queued = [j for j in jobs if j.state in QUEUED]
     return SiteReading(gpus, min(allocated, gpus), down, len(queued),
-                       sum(j.gpus for j in queued), read_at)
+                       sum(j.gpus for j in queued), read_at, job_rows(jobs, read_at))
 
 
 def read_site(site: SiteSource, *, clock=time.time, max_bytes: int = MAX_BYTES

@@ -24,6 +24,7 @@ from twin.live.grid_selectors import (
     grid_states,
     grids_all,
 )
+from twin.live.grid_whatif import change_from_form, grid_whatif_request, grid_whatifs_recent
 from twin.pages.grid_rows import LINK_COLUMNS, MOVE_COLUMNS, PLACE_COLUMNS, grid_view
 
 
@@ -56,7 +57,8 @@ def grid_page(request, name: str):
         "grid": grid, "view": view, **_columns(), "can_drill": steer,
         "places": grid.places(),
         "links": [(f"{a}|{b}", f"{a} – {b}") for a, b in grid_links(grid=grid)],
-        "drills": grid_drills_recent(grid=grid) if steer else []})
+        "drills": grid_drills_recent(grid=grid) if steer else [],
+        "whatifs": grid_whatifs_recent(grid=grid)})
 
 
 @require_GET
@@ -87,12 +89,33 @@ def grid_drill_form(request, name: str):
     try:
         drill = grid_drill_request(user=request.user, grid=grid, kind=post.get("kind", ""),
                                    place=post.get("place", ""), a=a, b=b,
+                                   model=post.get("model", ""),
                                    duration_s=post.get("duration_s") or None)
     except ValidationError as exc:
         messages.error(request, f"Drill refused: {'; '.join(exc.messages)}")
     else:
         messages.success(request, f"Drill #{drill.pk}: {drill.kind} on {drill.target} sent to "
                                   f"the running grid {grid.name}")
+    return redirect("grid", name=grid.name)
+
+
+@require_POST
+def grid_whatif_form(request, name: str):
+    """The grid page's what-if form (docs/grid_whatif.md): one message, then back."""
+    grid = grid_get(name)
+    if not can_run_drills(request.user):
+        raise PermissionDenied(DRILLS_DENIED)
+    post = request.POST
+    try:
+        row = grid_whatif_request(user=request.user, grid=grid,
+                                  source=post.get("source", "simulated"),
+                                  horizon_h=post.get("horizon_h"), seeds=post.get("seeds"),
+                                  change=change_from_form(post))
+    except ValidationError as exc:
+        messages.error(request, f"What-if refused: {'; '.join(exc.messages)}")
+    else:
+        messages.success(request, f"What-if #{row.pk} queued for the {row.params['source']} "
+                                  f"grid {grid.name}")
     return redirect("grid", name=grid.name)
 
 

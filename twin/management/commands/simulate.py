@@ -270,6 +270,10 @@ class Command(OneLineCommand):
                             action="append", help="a place of the grid goes dark HOURS into "
                                                   "the run, for DURATION_H hours (default: to "
                                                   "the end); repeatable")
+        parser.add_argument("--supply-cut", metavar="MODEL@HOURS[+DURATION_H]",
+                            action="append", help="no more parts of an accelerator model from "
+                                                  "HOURS into the run, for DURATION_H hours "
+                                                  "(default: to the end); repeatable")
 
     def execute(self, *args, **options):
         self._json_to_stdout = options.get("json") == "-"
