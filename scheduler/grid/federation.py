@@ -235,18 +235,27 @@ class Grid:
             hit = (apply_cut if kind == SUPPLY else mend)(self, payload)
             self._note(kind, f"supply of {', '.join(payload)} "
                              f"{'cut' if kind == SUPPLY else 'back'} at {len(hit)} place(s)",
-                       places=hit)
+                       places=hit, models=list(payload), delayed=sorted(self.cut_delayed))
             if kind == RESUPPLY:
                 self._retry_held()
         else:
+            crossing = self._crossing(*payload) if kind == CUT else []
             self.wan.set_link(*payload, up=kind == MEND)
             self._note(kind, f"WAN link {payload[0]}-{payload[1]} "
-                             f"{'restored' if kind == MEND else 'cut'}")
+                             f"{'restored' if kind == MEND else 'cut'}",
+                       link=list(payload), jobs=crossing)
             if kind == MEND:
                 self._retry_held()
 
     def _note(self, kind: str, text: str, **more) -> None:
         self.log.append({"t": self.now, "kind": kind, "text": text, **more})
+
+    def _crossing(self, a: str, b: str) -> list[str]:
+        """The jobs whose transfers or streams run over the link ``a``-``b`` now."""
+        units = {2 * self.wan._link(a, b), 2 * self.wan._link(a, b) + 1}
+        flows = (*self.wan.transfers.values(), *self.wan.streams.values())
+        return sorted({t.tag.partition(" of ")[2] for t in flows
+                       if t.units and units & set(t.units)} - {""})
 
     # ----------------------------------------------------------------- placing
     def _place(self, js: JobState) -> None:
@@ -424,7 +433,8 @@ class Grid:
         engine = place.engine
         for n in range(engine.plan.n_nodes):
             engine.command("node_down", node=n)
-        self._note("dark", f"{name} lost: {len(moved)} job(s) placed again", place=name)
+        self._note("dark", f"{name} lost: {len(moved)} job(s) placed again", place=name,
+                   jobs=list(dict.fromkeys(js.gjob.name for js in moved)))
 
     def _evict(self, js: JobState, place) -> None:
         run = place.engine.runs[js.run_idx]
@@ -442,7 +452,8 @@ class Grid:
         kept = ck[2] if ck else 0.0
         js.checkpoint = ck
         js.restarts.append({"t": self.now, "lost_at": place.name,
-                            "checkpoint_at": ck[0] if ck else None, "kept_flops": kept})
+                            "checkpoint_at": ck[0] if ck else None, "kept_flops": kept,
+                            "lost_flops": max(0.0, progress - kept)})
         js.lost_flops += max(0.0, progress - kept)
         js.remaining_flops = js.gjob.job.work_flops - kept
         js.replicating = None

@@ -4,16 +4,20 @@ mirrored one (several real Slurm clusters, one per site).
 
 The document (:class:`Overview`) is plain JSON: per place its GPUs, what is allocated, down and
 queued, MFU and cost per hour where known, bytes moved over the WAN and the source's health;
-per WAN link its load; the moves under way or done.  :func:`check_overview` refuses a document
-that does not have this shape, with one clear message, so the page never renders half a grid.
+per WAN link its load; the moves under way or done; optionally ``incidents`` (region losses,
+WAN cuts, supply cuts, a mirrored site's Slurm down: since when, until when, what they hit),
+checked only when present, so documents without it stay valid.  :func:`check_overview`
+refuses a document that does not have this shape, with one clear message, so the page never
+renders half a grid.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 SOURCES = ("simulated", "mirrored")
 HEALTH = ("ok", "stale", "down")
+INCIDENT_KINDS = ("region_loss", "wan_cut", "supply_cut", "source_down")
 
 
 class PlaceRow(TypedDict):
@@ -52,6 +56,17 @@ class MoveRow(TypedDict):
     why: str                        # "dataset", "checkpoint", "region loss" ...
 
 
+class IncidentRow(TypedDict):
+    kind: Literal["region_loss", "wan_cut", "supply_cut", "source_down"]
+    target: str                     # a place, a link "a-b", or an accelerator model
+    since_s: float                  # same clock as the document's t_s
+    until_s: float | None           # None while open
+    jobs_hit: int
+    moved_gb: float                 # GB the hit jobs' moves started since then carried
+    lost_gpu_hours: float | None    # work thrown away (H100 GPU-hours), None where unknown
+    note: str
+
+
 class Overview(TypedDict):
     grid: str
     source: Literal["simulated", "mirrored"]
@@ -59,6 +74,7 @@ class Overview(TypedDict):
     places: list[PlaceRow]
     links: list[LinkRow]
     moves: list[MoveRow]
+    incidents: NotRequired[list[IncidentRow]]   # optional: documents without it stay valid
 
 
 _FIELDS = {
@@ -70,6 +86,10 @@ _FIELDS = {
     "link": (LinkRow, {"a": str, "b": str, "gbps": float, "load_gbps": float, "up": bool}),
     "move": (MoveRow, {"job": str, "source": str, "to": str, "gb": float, "started_s": float,
                        "done_s": (float, type(None)), "why": str}),
+    "incident": (IncidentRow, {"kind": str, "target": str, "since_s": float,
+                               "until_s": (float, type(None)), "jobs_hit": int,
+                               "moved_gb": float, "lost_gpu_hours": (float, type(None)),
+                               "note": str}),
 }
 
 
@@ -127,7 +147,24 @@ def check_overview(doc) -> Overview:
             if unknown:
                 raise ValueError(f"grid overview: {key}[{i}] names {unknown[0]!r}, no place of "
                                  "the grid")
+    if "incidents" in doc:
+        _incidents(doc["incidents"])
     return doc
+
+
+def _incidents(rows) -> None:
+    """The optional ``incidents`` list: each row typed, its kind known, its times in order."""
+    if not isinstance(rows, list):
+        raise ValueError("grid overview: incidents must be a list")
+    for i, row in enumerate(rows):
+        where = f"grid overview: incidents[{i}]"
+        _row("incident", row, where)
+        if row["kind"] not in INCIDENT_KINDS:
+            raise ValueError(f"{where}: kind must be one of {', '.join(INCIDENT_KINDS)}")
+        if row["jobs_hit"] < 0 or row["moved_gb"] < 0 or (row["lost_gpu_hours"] or 0) < 0:
+            raise ValueError(f"{where}: jobs_hit, moved_gb and lost_gpu_hours must be >= 0")
+        if row["until_s"] is not None and row["until_s"] < row["since_s"]:
+            raise ValueError(f"{where}: until_s comes before since_s")
 
 
 def totals(doc: Overview) -> dict:

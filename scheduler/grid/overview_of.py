@@ -18,6 +18,17 @@ Per place, read from its own engine and the grid's books at ``grid.now``:
 
 Per WAN link its capacity, current load (the busier direction's summed transfer rates) and
 whether it is up; moves: every transfer under way, then the most recent landed ones.
+
+Incidents (:func:`incident_rows`), read from the grid's log of drills: a region loss (from
+``dark`` to ``light``), a WAN cut (``cut`` to ``mend``) and a supply cut of a model
+(``supply_cut`` to ``supply_back``), open ones first, then the latest resolved, newest first.
+``jobs_hit``: a region loss's jobs placed again (evicted, or their moves to or from it
+stopped); a WAN cut's jobs with transfers or streams over the link when it was cut; a supply
+cut's jobs held at the grid while it lasted.  ``moved_gb``: what the hit jobs' dataset and
+checkpoint moves started during the incident delivered.  ``lost_gpu_hours``: a region loss's
+work thrown away by the evictions (H100 GPU-hours, as the report books it); 0 for a supply
+cut (gangs run to their end); a WAN cut's 0, or ``None`` where a hit job restarted during it
+(a cross-site stop, whose loss is not split per incident).
 """
 
 from __future__ import annotations
@@ -26,8 +37,12 @@ import numpy as np
 
 from scheduler.grid.overview import Overview, check_overview
 from scheduler.grid.supply import note as supply_note
+from scheduler.hardware.catalog import get
 from scheduler.hardware.power import gpu_power_w, host_power_w
 from scheduler.model.job_run import PENDING, QUEUED
+
+RECENT_INCIDENTS = 50
+"""Incidents listed at most (open ones first)."""
 
 RECENT_MOVES = 20
 """Landed transfers listed after the ones under way (newest first)."""
@@ -122,5 +137,92 @@ def overview_of(grid, name: str) -> Overview:
     """
     doc = {"grid": str(name), "source": "simulated", "t_s": float(grid.now),
            "places": [place_row(grid, p) for p in grid.places],
-           "links": link_rows(grid), "moves": move_rows(grid)}
+           "links": link_rows(grid), "moves": move_rows(grid),
+           "incidents": incident_rows(grid)}
     return check_overview(doc)
+
+
+_OPENS = {"dark": "region_loss", "cut": "wan_cut", "supply_cut": "supply_cut"}
+_CLOSES = {"light": "region_loss", "mend": "wan_cut", "supply_back": "supply_cut"}
+
+
+def _targets(entry: dict) -> list[str]:
+    if "link" in entry:
+        return ["-".join(entry["link"])]
+    if "models" in entry:
+        return list(entry["models"])
+    return [entry.get("place", "")]
+
+
+def _moved_gb(grid, jobs: set[str], since: float, until: float) -> float:
+    """GB the dataset and checkpoint moves of ``jobs`` started in [since, until] delivered."""
+    gb = 0.0
+    for t in (*grid.wan.done, *grid.wan.transfers.values()):
+        why, _, job = t.tag.partition(" of ")
+        if job in jobs and why in ("dataset", "checkpoint") and since <= t.started_s <= until:
+            gb += t.gb - (t.remaining_gb if t.done_s is None else 0.0)
+    return round(float(gb), 1)
+
+
+def _h100_gpu_hours(js, flops: float) -> float:
+    """``flops`` in GPU-hours at the job's kernel efficiency on H100s (as the report books)."""
+    return flops / (get("H100-SXM").bf16_tflops * 1e12 * js.gjob.job.efficiency) / 3600.0
+
+
+def _lost(grid, inc: dict, until: float) -> float | None:
+    hit = [grid.jobs[j] for j in inc["jobs"] if j in grid.jobs]
+    if inc["kind"] == "supply_cut":
+        return 0.0
+    if inc["kind"] == "wan_cut":
+        restarted = any(inc["since"] <= r["t"] <= until for js in hit for r in js.restarts)
+        return None if restarted else 0.0
+    lost = sum(_h100_gpu_hours(js, r.get("lost_flops", 0.0)) for js in hit for r in js.restarts
+               if r["t"] == inc["since"] and r["lost_at"] == inc["target"])
+    return round(float(lost), 3)
+
+
+def _note_of(inc: dict, n: int) -> str:
+    if inc["kind"] == "region_loss":
+        return f"region lost: {n} job(s) placed again"
+    if inc["kind"] == "wan_cut":
+        return f"WAN link cut: {n} job(s) had moves over it"
+    where = ", ".join(inc["places"]) or "no place"
+    return f"no {inc['target']} parts at {where}: {n} job(s) held at the grid for it"
+
+
+def incident_rows(grid, recent: int = RECENT_INCIDENTS) -> list[dict]:
+    """The grid's incidents from its log (module docstring): open first, newest first."""
+    open_, done = {}, []
+    for entry in grid.log:
+        kind = _OPENS.get(entry["kind"]) or _CLOSES.get(entry["kind"])
+        if kind is None:
+            continue
+        for target in _targets(entry):
+            key = (kind, target)
+            if entry["kind"] in _OPENS and key not in open_:
+                open_[key] = {"kind": kind, "target": target, "since": entry["t"],
+                              "until": None, "jobs": list(entry.get("jobs", ())),
+                              "before": set(entry.get("delayed", ())),
+                              "places": list(entry.get("places", ()))}
+            elif entry["kind"] in _CLOSES and key in open_:
+                inc = open_.pop(key)
+                inc["until"] = entry["t"]
+                if kind == "supply_cut":
+                    inc["jobs"] = sorted(set(entry.get("delayed", ())) - inc["before"])
+                done.append(inc)
+    for inc in open_.values():
+        if inc["kind"] == "supply_cut":
+            inc["jobs"] = sorted(grid.cut_delayed - inc["before"])
+    incidents = (sorted(open_.values(), key=lambda i: -i["since"])
+                 + sorted(done, key=lambda i: -i["since"]))[:max(0, recent)]
+    rows = []
+    for inc in incidents:
+        until = grid.now if inc["until"] is None else inc["until"]
+        rows.append({"kind": inc["kind"], "target": inc["target"],
+                     "since_s": float(inc["since"]),
+                     "until_s": None if inc["until"] is None else float(inc["until"]),
+                     "jobs_hit": len(inc["jobs"]),
+                     "moved_gb": _moved_gb(grid, set(inc["jobs"]), inc["since"], until),
+                     "lost_gpu_hours": _lost(grid, inc, until),
+                     "note": _note_of(inc, len(inc["jobs"]))})
+    return rows

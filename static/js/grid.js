@@ -65,12 +65,34 @@
     return sec;
   }
 
+  // The Incidents card (templates/grid_incidents.html): one table per source, open first.
+  function incidents(view) {
+    var card = document.getElementById("grid-incidents");
+    if (!card) { return; }
+    while (card.children.length > 1) { card.removeChild(card.lastChild); }
+    view.sources.forEach(function (s) {
+      if (s.error) { return; }
+      card.appendChild(el("h3", {}, s.source));
+      var rows = (s.incidents || []).map(function (i) { return i.cells; });
+      var t = table("grid-incidents", COLUMNS.incident, rows, "no incident");
+      t.setAttribute("data-source", s.source);
+      var trs = t.tBodies[0].rows;
+      (s.incidents || []).forEach(function (i, k) {
+        trs[k].setAttribute("data-incident", i.kind);
+        trs[k].setAttribute("data-target", i.target);
+        trs[k].setAttribute("data-state", i.state);
+      });
+      card.appendChild(t);
+    });
+  }
+
   function draw(view) {
     if (!view.sources.length) { return; }
     COLUMNS = view.columns;
     var parts = view.sources.map(section);
     while (root.firstChild) { root.removeChild(root.firstChild); }
     parts.forEach(function (p) { root.appendChild(p); });
+    incidents(view);
     root.setAttribute("data-refreshed", String(Date.now()));
   }
 

@@ -126,4 +126,8 @@ def test_grid_page_site_link_and_a_region_loss_drill(page, grid_server):
     assert row_of(page, "simulated", "paris")["health"] == "ok"
     total = numbers(row_of(page, "simulated", "total"))
     assert total["down"] >= 24
+    # the poller redraws the incidents: the region loss is an open incident naming oslo
+    page.wait_for_selector('table.grid-incidents[data-source="simulated"] '
+                           'tr[data-incident="region_loss"][data-target="oslo"]'
+                           '[data-state="open"]', timeout=30_000)
     shot(page, "grid-drill", prefix="grid")

@@ -11,6 +11,8 @@ nothing measures the WAN).  :func:`grid_state_write` checks it and writes the gr
 
 Cloud regions have no Slurm to mirror: they and the links that name them are left out of the
 mirrored document.  A member cluster without a mirror row is a ``down`` place that says so.
+Each ``down`` site is also an open ``source_down`` incident, since its first failed poll in a
+row (the overview's time when it has not been polled yet); nothing measures the jobs it hits.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class GridMirror:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.version = 0            # bumped by every finished poll
+        self.down_since: dict[str, float] = {}  # place -> Unix time of its first failed poll
 
     def _poll(self, state: SiteState) -> None:
         try:
@@ -60,7 +63,14 @@ class GridMirror:
             reading, error = None, f"{type(exc).__name__}: {exc}"
         with self._lock:
             state.record(reading, error)
+            self._mark(state)
             self.version += 1
+
+    def _mark(self, state: SiteState) -> None:
+        if state.error:
+            self.down_since.setdefault(state.source.place, self.clock())
+        else:
+            self.down_since.pop(state.source.place, None)
 
     def _loop(self, state: SiteState) -> None:
         while not self.stopping.is_set():
@@ -98,14 +108,21 @@ class GridMirror:
             for state in self.states:
                 if threads[id(state)].is_alive():
                     state.record(None, f"no answer within {state.source.timeout_s:g} s")
+                    self._mark(state)
 
     def overview(self) -> Overview:
         """The grid as its sites were last read, checked."""
         now = self.clock()
         with self._lock:
             places = [place_row(state, now) for state in self.states]
+            since = dict(self.down_since)
+        incidents = [{"kind": "source_down", "target": r["place"],
+                      "since_s": float(min(since.get(r["place"], now), now)), "until_s": None,
+                      "jobs_hit": 0, "moved_gb": 0.0, "lost_gpu_hours": None, "note": r["note"]}
+                     for r in places if r["health"] == "down"]
         return check_overview({"grid": self.grid, "source": "mirrored", "t_s": float(now),
-                               "places": places, "links": list(self.links), "moves": []})
+                               "places": places, "links": list(self.links), "moves": [],
+                               "incidents": incidents})
 
 
 def _gpus(cluster) -> int:

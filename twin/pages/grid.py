@@ -25,7 +25,13 @@ from twin.live.grid_selectors import (
     grids_all,
 )
 from twin.live.grid_whatif import change_from_form, grid_whatif_request, grid_whatifs_recent
-from twin.pages.grid_rows import LINK_COLUMNS, MOVE_COLUMNS, PLACE_COLUMNS, grid_view
+from twin.pages.grid_rows import (
+    INCIDENT_COLUMNS,
+    LINK_COLUMNS,
+    MOVE_COLUMNS,
+    PLACE_COLUMNS,
+    grid_view,
+)
 
 
 def grid_get(name: str):
@@ -37,7 +43,7 @@ def grid_get(name: str):
 
 def _columns() -> dict:
     return {"place_columns": PLACE_COLUMNS, "link_columns": LINK_COLUMNS,
-            "move_columns": MOVE_COLUMNS}
+            "move_columns": MOVE_COLUMNS, "incident_columns": INCIDENT_COLUMNS}
 
 
 @require_GET
@@ -122,7 +128,8 @@ def grid_whatif_form(request, name: str):
 @require_GET
 def api_grid(request, name: str):
     """The grid's view as JSON (:func:`twin.pages.grid_rows.grid_view`): per source its age,
-    the formatted cells of places, totals, links and moves, and its raw place rows and totals;
+    the formatted cells of places, totals, links, moves and incidents, and its raw place rows
+    and totals;
     ``?place=P`` restricts it to one place, as the site page."""
     grid = grid_by_name(name=name)
     if grid is None:

@@ -6,6 +6,11 @@ of already formatted cells (:mod:`twin.pages.formats`): the template renders the
 its own.  A site-scoped view is the same tables restricted to one place: its row, the links
 that end there and the moves that leave or reach it; every place has one, so the places'
 pages sum to the grid's totals (:func:`scheduler.grid.overview.totals`).
+
+A document's optional ``incidents`` (region losses, WAN cuts, supply cuts, a mirrored site's
+Slurm down) become the Incidents table: open ones first, each with since when, what it hurts
+(jobs hit, GB their moves carried, work lost) and when it was resolved.  A site's view keeps
+the incidents that name it or one of its links; a document without incidents shows none.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ PLACE_COLUMNS = ("place", "kind", "GPUs", "allocated", "down", "queued jobs", "q
                  "MFU", "cost per hour ($)", "WAN in (GB)", "WAN out (GB)", "health")
 LINK_COLUMNS = ("link", "capacity (Gb/s)", "load (Gb/s)", "load share", "state")
 MOVE_COLUMNS = ("job", "from", "to", "GB", "why", "started", "landed")
+INCIDENT_COLUMNS = ("incident", "on", "since", "resolved", "jobs hit", "moved (GB)",
+                    "work lost (H100 GPU-h)", "note")
+INCIDENT_KINDS = {"region_loss": "region loss", "wan_cut": "WAN cut",
+                  "supply_cut": "supply cut", "source_down": "source down"}
 
 
 def site_url(grid: str, place: str) -> str:
@@ -86,6 +95,30 @@ def move_cells(move: dict, source: str) -> list[dict]:
             _cell("under way" if move["done_s"] is None else _when(move["done_s"], source))]
 
 
+def incident_view(inc: dict, source: str) -> dict:
+    """One incident: its row's attributes and formatted cells (open: ``state`` "open")."""
+    open_ = inc["until_s"] is None
+    state = "open" if open_ else "resolved"
+    return {"kind": inc["kind"], "target": inc["target"], "state": state,
+            "cells": [_cell(INCIDENT_KINDS.get(inc["kind"], inc["kind"]), key="kind"),
+                      _cell(inc["target"], key="target"),
+                      _cell(_when(inc["since_s"], source), key="since"),
+                      _cell("open" if open_ else f"resolved {_when(inc['until_s'], source)}",
+                            key="resolved", health="down" if open_ else "ok"),
+                      _cell(formats.thousands(inc["jobs_hit"]), key="jobs_hit"),
+                      _cell(formats.thousands(inc["moved_gb"], 1), key="moved_gb"),
+                      _cell(formats.thousands(inc["lost_gpu_hours"], 1), key="lost_gpu_hours"),
+                      _cell(inc["note"], key="note")]}
+
+
+def names_place(inc: dict, doc: dict, place: str) -> bool:
+    """Whether an incident names ``place`` or one of its WAN links ("a-b")."""
+    if inc["kind"] == "wan_cut":
+        return any(f"{lk['a']}-{lk['b']}" == inc["target"] and place in (lk["a"], lk["b"])
+                   for lk in doc["links"])
+    return inc["target"] == place
+
+
 def source_view(state: GridState, *, place: str | None = None, now=None) -> dict:
     """One source's tables (restricted to ``place`` when given), its age and its totals.
 
@@ -105,12 +138,17 @@ def source_view(state: GridState, *, place: str | None = None, now=None) -> dict
     links = [lk for lk in doc["links"] if place is None or place in (lk["a"], lk["b"])]
     moves = [m for m in doc["moves"] if place is None or place in (m["source"], m["to"])]
     sums = totals({**doc, "places": places}) if places else None
+    incidents = [i for i in doc.get("incidents", [])
+                 if place is None or names_place(i, doc, place)]
+    incidents.sort(key=lambda i: i["until_s"] is not None)  # open first, order kept
     return {**head, "error": "", "t_s": doc["t_s"], "when": _when(doc["t_s"], source),
             "places": [place_cells(r, grid) for r in places],
             "totals": sums, "total_cells": total_cells(sums) if sums else None,
             "grid_totals": totals(doc),
             "links": [link_cells(lk) for lk in links],
             "moves": [move_cells(m, source) for m in moves],
+            "incidents": [incident_view(i, source) for i in incidents],
+            "incident_rows": incidents,
             "place_rows": places}
 
 
@@ -118,5 +156,6 @@ def grid_view(*, grid, place: str | None = None) -> dict:
     """Every source's view of ``grid`` (an inventory ``Grid``), as the page and API give it."""
     now = timezone.now()
     return {"grid": grid.name, "place": place,
-            "columns": {"place": PLACE_COLUMNS, "link": LINK_COLUMNS, "move": MOVE_COLUMNS},
+            "columns": {"place": PLACE_COLUMNS, "link": LINK_COLUMNS, "move": MOVE_COLUMNS,
+                        "incident": INCIDENT_COLUMNS},
             "sources": [source_view(s, place=place, now=now) for s in grid_states(grid=grid)]}
