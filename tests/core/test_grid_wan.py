@@ -168,3 +168,49 @@ def test_a_cut_of_a_link_the_grid_lacks_is_refused_when_asked():
     grid = Grid(spec, plans_from_spec(spec))
     with pytest.raises(ValueError, match="no WAN link joins a and c"):
         grid.wan_cut("a", "c", 10.0)
+
+
+def test_the_estimate_placement_weighs_is_bytes_over_the_free_share_plus_latency_and_egress():
+    """What a policy sees before it moves anything: 100 GB over 10 Gb/s with 20 ms: 80.02 s,
+    priced at the link's egress per GB; with one transfer already on the link the newcomer
+    would get half of it (160.02 s); a landed transfer no longer counts."""
+    w = wan(WanLinkSpec("a", "b", 10.0, 20.0, egress_per_gb=0.05))
+    assert w.estimate("a", "b", 100.0) == pytest.approx((80.02, 5.0))
+    w.start("a", "b", 12.5)
+    assert w.estimate("a", "b", 100.0) == pytest.approx((160.02, 5.0))
+    run_to_end(w)
+    assert w.estimate("a", "b", 100.0) == pytest.approx((80.02, 5.0))
+
+
+def test_an_estimate_with_nothing_to_move_or_no_path_says_so():
+    w = wan(WanLinkSpec("a", "b", 10.0, 20.0, egress_per_gb=0.05))
+    assert w.estimate("a", "a", 100.0) == (0.0, 0.0)  # already there
+    assert w.estimate("a", "b", 0.0) == (0.0, 0.0)    # nothing to move
+    assert w.estimate("a", "c", 100.0) is None        # no link reaches c
+    w.set_link("a", "b", False)
+    assert w.estimate("a", "b", 100.0) is None        # the only link is cut
+
+
+@pytest.mark.parametrize("src, dst, gb, message", [
+    ("a", "a", 10.0, "two different places"), ("a", "mars", 10.0, "two different places"),
+    ("mars", "b", 10.0, "two different places"), ("a", "b", 0.0, "positive number of GB"),
+    ("a", "b", 0.5, None), ("a", "b", -1.0, "positive number of GB"),
+    ("a", "b", float("nan"), "positive number of GB"),
+    ("a", "b", float("inf"), "positive number of GB")])
+def test_a_transfer_joins_two_places_of_the_grid_and_moves_a_positive_finite_amount(
+        src, dst, gb, message):
+    w = wan(WanLinkSpec("a", "b", 10.0, 0.0))
+    if message is None:  # half a GB is a transfer like any other
+        assert w.start(src, dst, gb).gb == gb
+        return
+    with pytest.raises(ValueError, match=message):
+        w.start(src, dst, gb)
+    assert not w.transfers
+
+
+def test_every_transfer_gets_its_own_id_and_a_cut_off_one_is_priced_nothing_yet():
+    w = wan(WanLinkSpec("a", "b", 10.0, 0.0, egress_per_gb=0.05))
+    ids = [w.start("a", "b", 1.0).tid for _ in range(3)]
+    assert len(set(ids)) == 3
+    stalled = w.start("a", "c", 1.0)  # no link reaches c: it waits, and pays nothing so far
+    assert stalled.units is None and stalled.price_per_gb == 0.0
