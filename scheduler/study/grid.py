@@ -224,16 +224,7 @@ def check_grid(c: SpecChecker, data: dict, grids: GridResolver | None) -> dict:
     baseline first), figures, grid}`` (``grid``: the inventory grid's ``(spec, plans)`` or
     None); every mistake is noted in ``c`` (the caller raises them)."""
     c.fields((), data, GRID_TOP_FIELDS, "a grid study")
-    name = data.get("name")
-    if not isinstance(name, str) or not NAME.match(name):
-        c.note(("name",), "name must be 1-64 letters, digits, spaces or ._:+=- (starting with "
-                          f"a letter or digit), not {name!r}")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        c.note(("description",), "description must be text")
-    seeds: tuple[int, ...] = ()
-    with c.part():
-        seeds = c.seeds(data)
+    name, description, seeds = c.identity(data)
     common, defaults, model = None, {}, None
     with c.part():
         common, defaults, model = _source(c, data.get("grid"), grids)

@@ -39,7 +39,6 @@ from scheduler.study.spec_checks import (
     ARM_FIELDS,
     MAX_RUNS,
     MAX_SEEDS,
-    NAME,
     SCENARIO_FIELDS,
     STAND_IN,
     TOP_FIELDS,
@@ -191,16 +190,7 @@ def check_spec(data: dict, lines: dict | None = None, *,
     if "grid" in data:
         return _grid_spec(c, data, grids)
     c.fields((), data, TOP_FIELDS, "the spec")
-    name = data.get("name")
-    if not isinstance(name, str) or not NAME.match(name):
-        c.note(("name",), "name must be 1-64 letters, digits, spaces or ._:+=- (starting with "
-                          f"a letter or digit), not {name!r}")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        c.note(("description",), "description must be text")
-    seeds: tuple[int, ...] = ()
-    with c.part():
-        seeds = c.seeds(data)
+    name, description, seeds = c.identity(data)
     seed = seeds[0] if seeds else 0
     # the base: its fields, then (when it names preset and days) its values on their own
     mark, base, values = len(c.problems), {}, False

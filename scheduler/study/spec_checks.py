@@ -154,6 +154,20 @@ class SpecChecker:
             del out["failure_profile"]
         return out
 
+    def identity(self, data: dict) -> tuple[object, object, tuple[int, ...]]:
+        """A spec's name, description and seeds, each mistake noted (seeds ``()`` then)."""
+        name = data.get("name")
+        if not isinstance(name, str) or not NAME.match(name):
+            self.note(("name",), "name must be 1-64 letters, digits, spaces or ._:+=- "
+                                 f"(starting with a letter or digit), not {name!r}")
+        description = data.get("description", "")
+        if not isinstance(description, str):
+            self.note(("description",), "description must be text")
+        seeds: tuple[int, ...] = ()
+        with self.part():
+            seeds = self.seeds(data)
+        return name, description, seeds
+
     def seeds(self, data: dict) -> tuple[int, ...]:
         seeds = data.get("seeds", None)
         if seeds is None:

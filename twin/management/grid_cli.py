@@ -189,6 +189,20 @@ def replication(raw: str | None):
                    unparsable="seconds or never")
 
 
+def _window(flag: str, when: str, days: float) -> tuple[float, float | None]:
+    """``HOURS[+DURATION_H]`` of ``flag`` as ``(at_s, duration_s or None)``: it starts within
+    the run and lasts a positive time (left out: to the end)."""
+    hours, plus, duration = when.partition("+")
+    at_h = checked(checks.number_from_text, f"{flag} hours", hours, at_least=0,
+                   below=days * 24.0, expect=f"hours in [0, {days * 24.0:g}) (within the run)",
+                   unparsable="hours")
+    if not plus:
+        return at_h * 3600.0, None
+    dur_h = checked(checks.number_from_text, f"{flag} duration", duration, above=0,
+                    at_most=MAX_DAYS * 24.0, expect="hours > 0", unparsable="hours")
+    return at_h * 3600.0, dur_h * 3600.0
+
+
 def region_losses(raws, places: tuple[str, ...], days: float) -> list[tuple]:
     """``--region-loss PLACE@HOURS[+DURATION_H]`` (repeatable) as ``(place, at_s,
     duration_s or None)``: the place goes dark HOURS into the run, for DURATION_H hours
@@ -202,16 +216,7 @@ def region_losses(raws, places: tuple[str, ...], days: float) -> list[tuple]:
         if place not in places:
             raise refuse(f"--region-loss {raw!r}: {place!r} is no place of the grid; places: "
                          f"{', '.join(places)}")
-        hours, plus, duration = when.partition("+")
-        at_h = checked(checks.number_from_text, "--region-loss hours", hours, at_least=0,
-                       below=days * 24.0, expect=f"hours in [0, {days * 24.0:g}) (within "
-                       "the run)", unparsable="hours")
-        dur_h = None
-        if plus:
-            dur_h = checked(checks.number_from_text, "--region-loss duration", duration,
-                            above=0, at_most=MAX_DAYS * 24.0, expect="hours > 0",
-                            unparsable="hours")
-        out.append((place, at_h * 3600.0, None if dur_h is None else dur_h * 3600.0))
+        out.append((place, *_window("--region-loss", when, days)))
     return out
 
 
@@ -229,16 +234,7 @@ def supply_cuts(raws, models: tuple[str, ...], days: float) -> list[tuple]:
         if not found:
             raise refuse(f"--supply-cut {raw!r}: no place of the grid has accelerator model "
                          f"{model!r}; models: {', '.join(models)}")
-        hours, plus, duration = when.partition("+")
-        at_h = checked(checks.number_from_text, "--supply-cut hours", hours, at_least=0,
-                       below=days * 24.0, expect=f"hours in [0, {days * 24.0:g}) (within "
-                       "the run)", unparsable="hours")
-        dur_h = None
-        if plus:
-            dur_h = checked(checks.number_from_text, "--supply-cut duration", duration,
-                            above=0, at_most=MAX_DAYS * 24.0, expect="hours > 0",
-                            unparsable="hours")
-        out.append((found[0], at_h * 3600.0, None if dur_h is None else dur_h * 3600.0))
+        out.append((found[0], *_window("--supply-cut", when, days)))
     return out
 
 

@@ -3,11 +3,13 @@ file is checked before anything is written and then written whole or not at all.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from twin.inventory.topology_export import files_write
+from twin.live.engine_commands import SPEED_MAX
 
 
 def refuse(message: str) -> CommandError:
@@ -23,6 +25,18 @@ def checked(parse, *args, **kwargs):
         return parse(*args, **kwargs)
     except ValueError as exc:
         raise refuse(str(exc)) from None
+
+
+def speed_flag(raw: str) -> float:
+    """``--speed`` of the live engine and the live grid: simulated seconds per wall second,
+    in (0, :data:`~twin.live.engine_commands.SPEED_MAX`]."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise refuse(f"--speed {raw!r} is not a number") from None
+    if not (math.isfinite(value) and 0 < value <= SPEED_MAX):
+        raise refuse(f"--speed must be in (0, {SPEED_MAX:g}], not {raw}")
+    return value
 
 
 class OneLineCommand(BaseCommand):

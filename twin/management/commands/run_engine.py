@@ -6,7 +6,6 @@ finishes the current step, stores a snapshot and exits; the next start resumes f
 
 import asyncio
 import gc
-import math
 import signal
 import time
 
@@ -14,21 +13,10 @@ from scheduler.presets import PRESETS
 from twin.config import instance
 from twin.config.checks import IN_MEMORY_LAYER, channel_layer_backend
 from twin.live.driver import EngineDriver, EngineStartError
-from twin.live.engine_commands import SPEED_MAX
-from twin.management.one_line import OneLineCommand, refuse
+from twin.management.one_line import OneLineCommand, refuse, speed_flag
 from twin.mirror.poller import live_driver
 
 PROGRESS_EVERY_S = 10.0
-
-
-def _speed(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"--speed {raw!r} is not a number") from None
-    if not (math.isfinite(value) and 0 < value <= SPEED_MAX):
-        raise refuse(f"--speed must be in (0, {SPEED_MAX:g}], not {raw}")
-    return value
 
 
 class Command(OneLineCommand):
@@ -43,7 +31,7 @@ class Command(OneLineCommand):
                             "CLUSTERTWIN_PRESET)")
 
     def handle(self, *args, **opts):
-        speed = None if opts["speed"] is None else _speed(opts["speed"])
+        speed = None if opts["speed"] is None else speed_flag(opts["speed"])
         instance.claim_or_exit(engine=True)
         if channel_layer_backend() == IN_MEMORY_LAYER:
             self.stderr.write("warning: in-memory channel layer: no web process will see these "

@@ -17,20 +17,9 @@ import threading
 
 from twin import app_setting
 from twin.inventory.models import Grid
-from twin.live.engine_commands import SPEED_MAX
 from twin.live.grid_run import LiveGrid
 from twin.live.pacing import Pacer
-from twin.management.one_line import OneLineCommand, refuse
-
-
-def _speed(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise refuse(f"--speed {raw!r} is not a number") from None
-    if not (math.isfinite(value) and 0 < value <= SPEED_MAX):
-        raise refuse(f"--speed must be in (0, {SPEED_MAX:g}], not {raw}")
-    return value
+from twin.management.one_line import OneLineCommand, refuse, speed_flag
 
 
 class Command(OneLineCommand):
@@ -47,7 +36,7 @@ class Command(OneLineCommand):
                             help="ignore the snapshot and start at t=0")
 
     def handle(self, *args, **opts):
-        speed = app_setting("SPEEDUP") if opts["speed"] is None else _speed(opts["speed"])
+        speed = app_setting("SPEEDUP") if opts["speed"] is None else speed_flag(opts["speed"])
         if not opts["seed"].isdigit() or len(opts["seed"]) > 9:
             raise refuse(f"--seed must be an integer in [0, 999999999], not {opts['seed']}")
         seed = int(opts["seed"])
